@@ -1,0 +1,198 @@
+package clickhouse
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+	"text/template"
+
+	"github.com/tokenpath/tokenpath/migrations"
+)
+
+// ddl renders migration templates for a single node or a cluster. On a
+// cluster each table becomes <name>_local (ReplicatedMergeTree, ON CLUSTER)
+// behind a Distributed <name> sharded by the given key, so a trace's spans
+// meet on one shard.
+type ddl struct {
+	Cluster       string
+	RetentionDays int
+}
+
+func (d ddl) funcs() template.FuncMap {
+	return template.FuncMap{
+		"table": func(name string) string {
+			if d.Cluster != "" {
+				return name + "_local"
+			}
+			return name
+		},
+		"onCluster": func() string {
+			if d.Cluster != "" {
+				return "ON CLUSTER " + quoteIdent(d.Cluster)
+			}
+			return ""
+		},
+		"engine": func(table, engine string) string {
+			if d.Cluster == "" {
+				return engine
+			}
+			name, args, _ := strings.Cut(engine, "(")
+			args = strings.TrimSuffix(args, ")")
+			repl := fmt.Sprintf("'/clickhouse/tables/{shard}/{database}/%s_local', '{replica}'", table)
+			if args != "" {
+				repl += ", " + args
+			}
+			return "Replicated" + name + "(" + repl + ")"
+		},
+		"distributed": func(table, shardKey string) string {
+			if d.Cluster == "" {
+				return ""
+			}
+			c := quoteIdent(d.Cluster)
+			return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s ON CLUSTER %s AS %s_local ENGINE = Distributed(%s, currentDatabase(), %s_local, %s);",
+				table, c, table, c, table, shardKey)
+		},
+	}
+}
+
+func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "") + "`" }
+
+// Migration is one rendered migration file.
+type Migration struct {
+	Version    string
+	Statements []string
+}
+
+// RenderMigrations renders every embedded migration for the given layout.
+func RenderMigrations(cluster string, retentionDays int) ([]Migration, error) {
+	d := ddl{Cluster: cluster, RetentionDays: retentionDays}
+	names, err := fs.Glob(migrations.ClickHouse, "clickhouse/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	var out []Migration
+	for _, name := range names {
+		src, err := fs.ReadFile(migrations.ClickHouse, name)
+		if err != nil {
+			return nil, err
+		}
+		t, err := template.New(name).Funcs(d.funcs()).Parse(string(src))
+		if err != nil {
+			return nil, fmt.Errorf("parse %s: %w", name, err)
+		}
+		var buf bytes.Buffer
+		if err := t.Execute(&buf, d); err != nil {
+			return nil, fmt.Errorf("render %s: %w", name, err)
+		}
+		out = append(out, Migration{
+			Version:    strings.TrimSuffix(strings.TrimPrefix(name, "clickhouse/"), ".sql"),
+			Statements: splitStatements(buf.String()),
+		})
+	}
+	return out, nil
+}
+
+// splitStatements splits on semicolons that end a line and drops comments.
+func splitStatements(src string) []string {
+	var lines []string
+	for _, l := range strings.Split(src, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "--") {
+			continue
+		}
+		lines = append(lines, l)
+	}
+	var out []string
+	for _, part := range strings.Split(strings.Join(lines, "\n"), ";\n") {
+		if s := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(part), ";")); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Migrate applies pending migrations in order and records each in
+// schema_migrations. Statements are idempotent (IF NOT EXISTS) so a crash
+// between a statement and its record is harmless. Concurrent servers are
+// serialized by the caller (a Postgres advisory lock).
+func (s *Store) Migrate(ctx context.Context) error {
+	d := ddl{Cluster: s.cfg.Cluster}
+	f := d.funcs()
+	engine := f["engine"].(func(string, string) string)("schema_migrations", "ReplacingMergeTree")
+	create := fmt.Sprintf("CREATE TABLE IF NOT EXISTS schema_migrations %s (version String, applied_at DateTime64(3, 'UTC') DEFAULT now64(3)) ENGINE = %s ORDER BY version",
+		f["onCluster"].(func() string)(), strings.Replace(engine, "schema_migrations_local", "schema_migrations", 1))
+	if err := s.Exec(ctx, create); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	applied := map[string]bool{}
+	r, err := s.Query(ctx, "SELECT version FROM schema_migrations")
+	if err != nil {
+		return fmt.Errorf("read schema_migrations: %w", err)
+	}
+	for i := 0; i < r.Len(); i++ {
+		applied[r.Row(i).String("version")] = true
+	}
+	migs, err := RenderMigrations(s.cfg.Cluster, s.cfg.RetentionDays)
+	if err != nil {
+		return err
+	}
+	for _, m := range migs {
+		if applied[m.Version] {
+			continue
+		}
+		for _, st := range m.Statements {
+			if err := s.Exec(ctx, st); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Version, err)
+			}
+		}
+		if err := s.Exec(ctx, "INSERT INTO schema_migrations (version) VALUES (?)", m.Version); err != nil {
+			return fmt.Errorf("record migration %s: %w", m.Version, err)
+		}
+		s.log.Info("clickhouse migration applied", "version", m.Version)
+	}
+	return s.applyRetention(ctx)
+}
+
+// retentionTables maps each table to its time column for TTL.
+var retentionTables = map[string]string{"spans": "start", "llm_requests": "start", "metric_points": "time", "events": "time"}
+
+// applyRetention brings every table's TTL to the configured retention when
+// TOKENPATH_RETENTION_DAYS changed since the table was created.
+func (s *Store) applyRetention(ctx context.Context) error {
+	for table, col := range retentionTables {
+		name := table
+		if s.cfg.Cluster != "" {
+			name += "_local"
+		}
+		r, err := s.Query(ctx, "SELECT create_table_query AS q FROM system.tables WHERE database = currentDatabase() AND name = ?", name)
+		if err != nil {
+			return fmt.Errorf("read ttl of %s: %w", name, err)
+		}
+		if r.Len() == 0 {
+			continue
+		}
+		// The engine stores the TTL normalized as toIntervalDay(N).
+		q := r.Row(0).String("q")
+		if strings.Contains(q, fmt.Sprintf("toIntervalDay(%d)", s.cfg.RetentionDays)) ||
+			strings.Contains(q, fmt.Sprintf("INTERVAL %d DAY", s.cfg.RetentionDays)) {
+			continue
+		}
+		alter := fmt.Sprintf("ALTER TABLE %s %s MODIFY TTL toDateTime(%s) + INTERVAL %d DAY SETTINGS materialize_ttl_after_modify = 0",
+			name, f0(s.cfg.Cluster), col, s.cfg.RetentionDays)
+		if err := s.Exec(ctx, alter); err != nil {
+			return fmt.Errorf("set retention of %s: %w", name, err)
+		}
+		s.log.Info("retention changed", "table", name, "days", s.cfg.RetentionDays)
+	}
+	return nil
+}
+
+func f0(cluster string) string {
+	if cluster == "" {
+		return ""
+	}
+	return "ON CLUSTER " + quoteIdent(cluster)
+}

@@ -1,0 +1,300 @@
+package clickhouse
+
+import (
+	"time"
+
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+func nanos(d *time.Duration) *int64 {
+	if d == nil {
+		return nil
+	}
+	n := int64(*d)
+	return &n
+}
+
+func durationOf(n *int64) *time.Duration {
+	if n == nil {
+		return nil
+	}
+	d := time.Duration(*n)
+	return &d
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func orEmpty(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+// SpansBatch lays spans out as columns of the spans table.
+func SpansBatch(spans []telemetry.Span) *Batch {
+	n := len(spans)
+	var (
+		project                               = make([]uint32, n)
+		traceID, spanID, parent, statusMsg    = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		service, instance, name, kind, status = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		role, provider, model, operation      = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		start, end                            = make([]time.Time, n), make([]time.Time, n)
+		duration                              = make([]int64, n)
+		inTok, outTok, ttft, queue, prefill   = make([]*int64, n), make([]*int64, n), make([]*int64, n), make([]*int64, n), make([]*int64, n)
+		serverTTFT, decode, serverE2E         = make([]*int64, n), make([]*int64, n), make([]*int64, n)
+		attrs, res                            = make([]map[string]string, n), make([]map[string]string, n)
+		eventNames                            = make([][]string, n)
+		eventTimes                            = make([][]time.Time, n)
+	)
+	for i := range spans {
+		s := &spans[i]
+		project[i] = s.ProjectID
+		traceID[i], spanID[i], parent[i] = s.TraceID, s.SpanID, s.ParentSpanID
+		service[i], instance[i], name[i], kind[i] = s.Service, s.Instance, s.Name, s.Kind
+		start[i], end[i], duration[i] = s.Start, s.End, int64(s.Duration())
+		status[i], statusMsg[i] = s.StatusCode, s.StatusMessage
+		role[i], provider[i], model[i], operation[i] = s.LLM.Role.String(), s.LLM.Provider, s.LLM.Model, s.LLM.Operation
+		inTok[i], outTok[i] = s.LLM.InputTokens, s.LLM.OutputTokens
+		ttft[i], queue[i], prefill[i] = nanos(s.LLM.ClientTTFT), nanos(s.LLM.QueueTime), nanos(s.LLM.PrefillTime)
+		serverTTFT[i], decode[i], serverE2E[i] = nanos(s.LLM.ServerTTFT), nanos(s.LLM.DecodeTime), nanos(s.LLM.ServerE2E)
+		attrs[i], res[i] = orEmpty(s.Attributes), orEmpty(s.Resource)
+		eventNames[i], eventTimes[i] = s.EventNames, s.EventTimes
+		if eventNames[i] == nil {
+			eventNames[i] = []string{}
+		}
+		if eventTimes[i] == nil {
+			eventTimes[i] = []time.Time{}
+		}
+	}
+	const lc, dt, ni = "LowCardinality(String)", "DateTime64(9, 'UTC')", "Nullable(Int64)"
+	return &Batch{Table: "spans", Columns: []BatchColumn{
+		{"project_id", "UInt32", project},
+		{"trace_id", "String", traceID},
+		{"span_id", "String", spanID},
+		{"parent_span_id", "String", parent},
+		{"service", lc, service},
+		{"instance", lc, instance},
+		{"name", lc, name},
+		{"kind", lc, kind},
+		{"start", dt, start},
+		{"end_time", dt, end},
+		{"duration_ns", "Int64", duration},
+		{"status_code", lc, status},
+		{"status_message", "String", statusMsg},
+		{"llm_role", lc, role},
+		{"provider", lc, provider},
+		{"model", lc, model},
+		{"operation", lc, operation},
+		{"input_tokens", ni, inTok},
+		{"output_tokens", ni, outTok},
+		{"client_ttft_ns", ni, ttft},
+		{"queue_ns", ni, queue},
+		{"prefill_ns", ni, prefill},
+		{"server_ttft_ns", ni, serverTTFT},
+		{"decode_ns", ni, decode},
+		{"server_e2e_ns", ni, serverE2E},
+		{"attributes", "Map(LowCardinality(String), String)", attrs},
+		{"resource", "Map(LowCardinality(String), String)", res},
+		{"event_names", "Array(String)", eventNames},
+		{"event_times", "Array(DateTime64(9, 'UTC'))", eventTimes},
+	}}
+}
+
+// SpanColumns is the select list that ScanSpans reads.
+const SpanColumns = `project_id, trace_id, span_id, parent_span_id, service, instance, name, kind,
+	start, end_time, status_code, status_message, llm_role, provider, model, operation,
+	input_tokens, output_tokens, client_ttft_ns, queue_ns, prefill_ns, server_ttft_ns, decode_ns, server_e2e_ns,
+	attributes, resource, event_names, event_times`
+
+// ScanSpans reads rows selected with SpanColumns.
+func ScanSpans(r *Result) []telemetry.Span {
+	out := make([]telemetry.Span, r.Len())
+	for i := range out {
+		w := r.Row(i)
+		out[i] = telemetry.Span{
+			ProjectID: uint32(w.Int("project_id")), TraceID: w.String("trace_id"), SpanID: w.String("span_id"),
+			ParentSpanID: w.String("parent_span_id"), Service: w.String("service"), Instance: w.String("instance"),
+			Name: w.String("name"), Kind: w.String("kind"), Start: w.Time("start"), End: w.Time("end_time"),
+			StatusCode: w.String("status_code"), StatusMessage: w.String("status_message"),
+			LLM: telemetry.LLMCall{
+				Role: telemetry.ParseLLMRole(w.String("llm_role")), Provider: w.String("provider"),
+				Model: w.String("model"), Operation: w.String("operation"),
+				InputTokens: w.IntPtr("input_tokens"), OutputTokens: w.IntPtr("output_tokens"),
+				ClientTTFT: durationOf(w.IntPtr("client_ttft_ns")), QueueTime: durationOf(w.IntPtr("queue_ns")),
+				PrefillTime: durationOf(w.IntPtr("prefill_ns")), ServerTTFT: durationOf(w.IntPtr("server_ttft_ns")),
+				DecodeTime: durationOf(w.IntPtr("decode_ns")), ServerE2E: durationOf(w.IntPtr("server_e2e_ns")),
+			},
+			Attributes: w.StringMap("attributes"), Resource: w.StringMap("resource"),
+			EventNames: w.Strings("event_names"), EventTimes: w.Times("event_times"),
+		}
+	}
+	return out
+}
+
+// RequestsBatch lays decomposed requests out as llm_requests columns, all
+// with the given version (newer versions replace older rows of a trace).
+// Tombstones (rows that a re-assembly no longer produces) are passed in
+// deleted with is_deleted = 1.
+func RequestsBatch(reqs []telemetry.LLMRequest, deleted []telemetry.LLMRequest, version uint64) *Batch {
+	all := append(append([]telemetry.LLMRequest{}, reqs...), deleted...)
+	n := len(all)
+	var (
+		project                                                     = make([]uint32, n)
+		traceID, spanID, tenant                                     = make([]string, n), make([]string, n), make([]string, n)
+		service, serverService, model, provider, instance, route    = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		start                                                       = make([]time.Time, n)
+		ttft, pre, queue, prefill, network, decode, e2e, itl, coldW = make([]*float64, n), make([]*float64, n), make([]*float64, n), make([]*float64, n), make([]*float64, n), make([]*float64, n), make([]*float64, n), make([]*float64, n), make([]*float64, n)
+		inTok, outTok                                               = make([]*int64, n), make([]*int64, n)
+		cold, isErr, isDeleted                                      = make([]uint8, n), make([]uint8, n), make([]uint8, n)
+		callIndex                                                   = make([]uint16, n)
+		versions                                                    = make([]uint64, n)
+	)
+	for i := range all {
+		r := &all[i]
+		project[i], traceID[i], spanID[i] = r.ProjectID, r.TraceID, r.SpanID
+		service[i], serverService[i], model[i], provider[i], instance[i] = r.Service, r.ServerService, r.Model, r.Provider, r.Instance
+		start[i] = r.Start
+		ttft[i], pre[i], queue[i], prefill[i], network[i] = r.TTFT, r.PreInference, r.Queue, r.Prefill, r.Network
+		decode[i], e2e[i], itl[i], coldW[i] = r.Decode, r.E2E, r.ITL, r.ColdStartWait
+		inTok[i], outTok[i] = r.InputTokens, r.OutputTokens
+		cold[i], isErr[i] = b2u(r.ColdStart), b2u(r.Error)
+		callIndex[i] = uint16(r.CallIndex)
+		route[i], tenant[i] = r.Route, r.Tenant
+		versions[i] = version
+		isDeleted[i] = b2u(i >= len(reqs))
+	}
+	const lc, nf = "LowCardinality(String)", "Nullable(Float64)"
+	return &Batch{Table: "llm_requests", Columns: []BatchColumn{
+		{"project_id", "UInt32", project},
+		{"trace_id", "String", traceID},
+		{"span_id", "String", spanID},
+		{"service", lc, service},
+		{"server_service", lc, serverService},
+		{"model", lc, model},
+		{"provider", lc, provider},
+		{"instance", lc, instance},
+		{"start", "DateTime64(9, 'UTC')", start},
+		{"ttft_ms", nf, ttft},
+		{"pre_inference_ms", nf, pre},
+		{"queue_ms", nf, queue},
+		{"prefill_ms", nf, prefill},
+		{"network_ms", nf, network},
+		{"decode_ms", nf, decode},
+		{"e2e_ms", nf, e2e},
+		{"itl_ms", nf, itl},
+		{"cold_start_wait_ms", nf, coldW},
+		{"input_tokens", "Nullable(Int64)", inTok},
+		{"output_tokens", "Nullable(Int64)", outTok},
+		{"cold_start", "UInt8", cold},
+		{"error", "UInt8", isErr},
+		{"call_index", "UInt16", callIndex},
+		{"route", lc, route},
+		{"tenant", "String", tenant},
+		{"version", "UInt64", versions},
+		{"is_deleted", "UInt8", isDeleted},
+	}}
+}
+
+// RequestColumns is the select list that ScanRequests reads.
+const RequestColumns = `project_id, trace_id, span_id, service, server_service, model, provider, instance, start,
+	ttft_ms, pre_inference_ms, queue_ms, prefill_ms, network_ms, decode_ms, e2e_ms, itl_ms, cold_start_wait_ms,
+	input_tokens, output_tokens, cold_start, error, call_index, route, tenant`
+
+// ScanRequests reads rows selected with RequestColumns.
+func ScanRequests(r *Result) []telemetry.LLMRequest {
+	out := make([]telemetry.LLMRequest, r.Len())
+	for i := range out {
+		w := r.Row(i)
+		out[i] = telemetry.LLMRequest{
+			ProjectID: uint32(w.Int("project_id")), TraceID: w.String("trace_id"), SpanID: w.String("span_id"),
+			Service: w.String("service"), ServerService: w.String("server_service"), Model: w.String("model"),
+			Provider: w.String("provider"), Instance: w.String("instance"), Start: w.Time("start"),
+			TTFT: w.FloatPtr("ttft_ms"), PreInference: w.FloatPtr("pre_inference_ms"), Queue: w.FloatPtr("queue_ms"),
+			Prefill: w.FloatPtr("prefill_ms"), Network: w.FloatPtr("network_ms"), Decode: w.FloatPtr("decode_ms"),
+			E2E: w.FloatPtr("e2e_ms"), ITL: w.FloatPtr("itl_ms"), ColdStartWait: w.FloatPtr("cold_start_wait_ms"),
+			InputTokens: w.IntPtr("input_tokens"), OutputTokens: w.IntPtr("output_tokens"),
+			ColdStart: w.Bool("cold_start"), Error: w.Bool("error"), CallIndex: int(w.Int("call_index")),
+			Route: w.String("route"), Tenant: w.String("tenant"),
+		}
+	}
+	return out
+}
+
+// MetricsBatch lays metric points out as metric_points columns.
+func MetricsBatch(points []telemetry.MetricPoint) *Batch {
+	n := len(points)
+	project := make([]uint32, n)
+	ts := make([]time.Time, n)
+	service, instance, name := make([]string, n), make([]string, n), make([]string, n)
+	labels := make([]map[string]string, n)
+	value := make([]float64, n)
+	for i, p := range points {
+		project[i], ts[i], service[i], instance[i], name[i] = p.ProjectID, p.Time, p.Service, p.Instance, p.Name
+		labels[i], value[i] = orEmpty(p.Labels), p.Value
+	}
+	const lc = "LowCardinality(String)"
+	return &Batch{Table: "metric_points", Columns: []BatchColumn{
+		{"project_id", "UInt32", project},
+		{"time", "DateTime64(9, 'UTC')", ts},
+		{"service", lc, service},
+		{"instance", lc, instance},
+		{"name", lc, name},
+		{"labels", "Map(LowCardinality(String), String)", labels},
+		{"value", "Float64", value},
+	}}
+}
+
+// EventsBatch lays events out as events columns.
+func EventsBatch(events []telemetry.Event) *Batch {
+	n := len(events)
+	project := make([]uint32, n)
+	ts := make([]time.Time, n)
+	kind, service, instance, reason, source := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	from, to := make([]*int32, n), make([]*int32, n)
+	attrs := make([]map[string]string, n)
+	for i, e := range events {
+		project[i], ts[i], kind[i], service[i], instance[i] = e.ProjectID, e.Time, e.Kind, e.Service, e.Instance
+		from[i], to[i], reason[i], source[i], attrs[i] = e.FromReplicas, e.ToReplicas, e.Reason, e.Source, orEmpty(e.Attributes)
+	}
+	const lc = "LowCardinality(String)"
+	return &Batch{Table: "events", Columns: []BatchColumn{
+		{"project_id", "UInt32", project},
+		{"time", "DateTime64(9, 'UTC')", ts},
+		{"kind", lc, kind},
+		{"service", lc, service},
+		{"instance", lc, instance},
+		{"from_replicas", "Nullable(Int32)", from},
+		{"to_replicas", "Nullable(Int32)", to},
+		{"reason", "String", reason},
+		{"source", lc, source},
+		{"attributes", "Map(LowCardinality(String), String)", attrs},
+	}}
+}
+
+// EventColumns is the select list that ScanEvents reads.
+const EventColumns = `project_id, time, kind, service, instance, from_replicas, to_replicas, reason, source, attributes`
+
+// ScanEvents reads rows selected with EventColumns.
+func ScanEvents(r *Result) []telemetry.Event {
+	out := make([]telemetry.Event, r.Len())
+	for i := range out {
+		w := r.Row(i)
+		e := telemetry.Event{ProjectID: uint32(w.Int("project_id")), Time: w.Time("time"), Kind: w.String("kind"),
+			Service: w.String("service"), Instance: w.String("instance"), Reason: w.String("reason"),
+			Source: w.String("source"), Attributes: w.StringMap("attributes")}
+		if p := w.IntPtr("from_replicas"); p != nil {
+			e.FromReplicas = telemetry.Ptr(int32(*p))
+		}
+		if p := w.IntPtr("to_replicas"); p != nil {
+			e.ToReplicas = telemetry.Ptr(int32(*p))
+		}
+		out[i] = e
+	}
+	return out
+}

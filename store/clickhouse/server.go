@@ -1,0 +1,168 @@
+package clickhouse
+
+import (
+	"context"
+	sqldriver "database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"reflect"
+	"strings"
+	"syscall"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// server talks to a ClickHouse server or cluster over the native protocol.
+type server struct {
+	conn driver.Conn
+	log  *slog.Logger
+	host string
+}
+
+func openServer(ctx context.Context, cfg Config, log *slog.Logger) (*server, error) {
+	opts, err := ch.ParseDSN(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("TOKENPATH_CLICKHOUSE_URL: %w", err)
+	}
+	host := strings.Join(opts.Addr, ",")
+	opts.MaxOpenConns = 16
+	opts.MaxIdleConns = 4
+	opts.ConnMaxLifetime = time.Hour
+	if opts.DialTimeout == 0 || opts.DialTimeout > 10*time.Second {
+		opts.DialTimeout = 5 * time.Second
+	}
+	if opts.Settings == nil {
+		opts.Settings = ch.Settings{}
+	}
+	opts.Settings["max_execution_time"] = int(cfg.MaxExecutionTime.Seconds())
+	conn, err := ch.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse at %s: %w", host, err)
+	}
+	s := &server{conn: conn, log: log, host: host}
+	if err := s.retry(ctx, func() error { return conn.Ping(ctx) }); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("clickhouse at %s unreachable: %w", host, err)
+	}
+	v, err := conn.ServerVersion()
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("clickhouse at %s: read version: %w", host, err)
+	}
+	have := fmt.Sprintf("%d.%d.%d", v.Version.Major, v.Version.Minor, v.Version.Patch)
+	if !versionAtLeast(have, MinServerVersion) {
+		conn.Close()
+		return nil, &VersionError{Host: host, Have: have}
+	}
+	return s, nil
+}
+
+// VersionError refuses a server older than the schema needs.
+type VersionError struct{ Host, Have string }
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("clickhouse at %s is version %s; Tokenpath needs ClickHouse %s or newer (ReplacingMergeTree is_deleted, Map(LowCardinality(String), String))",
+		e.Host, e.Have, MinServerVersion)
+}
+
+// transient reports errors worth retrying: the server restarting or a
+// dropped connection, not bad SQL.
+func transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne net.Error
+	var exc *ch.Exception
+	switch {
+	case errors.As(err, &exc):
+		return false
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, sqldriver.ErrBadConn):
+		return true
+	case errors.As(err, &ne):
+		return true
+	}
+	return strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "broken pipe")
+}
+
+// retry runs op up to 4 times with backoff while the error is transient.
+func (s *server) retry(ctx context.Context, op func() error) error {
+	delay := 200 * time.Millisecond
+	var err error
+	for attempt := 0; attempt < 4; attempt++ {
+		if err = op(); !transient(err) {
+			return err
+		}
+		s.log.Warn("clickhouse transient error; retrying", "host", s.host, "attempt", attempt+1, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay *= 2
+	}
+	return err
+}
+
+func (s *server) exec(ctx context.Context, sql string) error {
+	return s.retry(ctx, func() error { return s.conn.Exec(ctx, sql) })
+}
+
+func (s *server) query(ctx context.Context, sql string) (*Result, error) {
+	var res *Result
+	err := s.retry(ctx, func() error {
+		rows, err := s.conn.Query(ctx, sql)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		res = &Result{Columns: rows.Columns()}
+		types := rows.ColumnTypes()
+		for _, t := range types {
+			res.Types = append(res.Types, t.DatabaseTypeName())
+		}
+		for rows.Next() {
+			dest := make([]any, len(types))
+			for i, t := range types {
+				dest[i] = reflect.New(t.ScanType()).Interface()
+			}
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			row := make([]any, len(dest))
+			for i, d := range dest {
+				row[i] = normalizeValue(d)
+			}
+			res.Rows = append(res.Rows, row)
+		}
+		return rows.Err()
+	})
+	return res, err
+}
+
+func (s *server) insert(ctx context.Context, b *Batch) error {
+	cols := make([]string, len(b.Columns))
+	for i, c := range b.Columns {
+		cols[i] = c.Name
+	}
+	return s.retry(ctx, func() error {
+		batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+b.Table+" ("+strings.Join(cols, ", ")+")")
+		if err != nil {
+			return err
+		}
+		for i, c := range b.Columns {
+			if err := batch.Column(i).Append(c.Data); err != nil {
+				_ = batch.Abort()
+				return fmt.Errorf("column %s: %w", c.Name, err)
+			}
+		}
+		return batch.Send()
+	})
+}
+
+func (s *server) close() error { return s.conn.Close() }

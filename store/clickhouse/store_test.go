@@ -1,0 +1,252 @@
+package clickhouse
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// openTemp opens the embedded engine in a fresh dir and migrates it.
+func openTemp(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), Config{DataDir: dir, RetentionDays: 7}, quietLog)
+	if err != nil {
+		t.Fatalf("open embedded clickhouse: %v", err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		s.Close()
+		t.Fatalf("migrate: %v", err)
+	}
+	return s
+}
+
+func sampleSpans() []telemetry.Span {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 123456789, time.UTC)
+	return []telemetry.Span{
+		{
+			ProjectID: 1, TraceID: strings.Repeat("ab", 16), SpanID: strings.Repeat("01", 8), Service: "chat",
+			Instance: "chat-1", Name: "POST /chat", Kind: "server", Start: t0, End: t0.Add(2 * time.Second),
+			StatusCode: "ok", Attributes: map[string]string{"http.route": "/chat", "evil": "'); DROP TABLE spans; --\\"},
+			Resource: map[string]string{"service.name": "chat"},
+		},
+		{
+			ProjectID: 1, TraceID: strings.Repeat("ab", 16), SpanID: strings.Repeat("02", 8), ParentSpanID: strings.Repeat("01", 8),
+			Service: "chat", Name: "chat llama", Kind: "client", Start: t0.Add(300 * time.Millisecond), End: t0.Add(1900 * time.Millisecond),
+			StatusCode: "unset",
+			LLM: telemetry.LLMCall{Role: telemetry.LLMClient, Provider: "vllm", Model: "llama-3-8b", InputTokens: telemetry.Ptr[int64](812),
+				OutputTokens: telemetry.Ptr[int64](120), ClientTTFT: telemetry.Ptr(412 * time.Millisecond)},
+			EventNames: []string{"gen_ai.first_token"}, EventTimes: []time.Time{t0.Add(712 * time.Millisecond)},
+		},
+	}
+}
+
+func TestEmbeddedRoundTripAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := openTemp(t, dir)
+	want := sampleSpans()
+	if err := s.Insert(ctx, SpansBatch(want)); err != nil {
+		t.Fatal(err)
+	}
+	// A retried export of the same spans must not double them.
+	if err := s.Insert(ctx, SpansBatch(want)); err != nil {
+		t.Fatal(err)
+	}
+	read := func(s *Store) []telemetry.Span {
+		r, err := s.Query(ctx, "SELECT "+SpanColumns+" FROM spans FINAL WHERE project_id = ? AND trace_id = ? ORDER BY start", uint32(1), want[0].TraceID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ScanSpans(r)
+	}
+	got := read(s)
+	if len(got) != 2 {
+		t.Fatalf("got %d spans, want 2 (dedupe by trace_id, span_id)", len(got))
+	}
+	for i := range want {
+		w := want[i]
+		if w.Attributes == nil {
+			w.Attributes = map[string]string{}
+		}
+		if w.Resource == nil {
+			w.Resource = map[string]string{}
+		}
+		if w.EventNames == nil {
+			w.EventNames, w.EventTimes = []string{}, []time.Time{}
+		}
+		if !reflect.DeepEqual(got[i], w) {
+			t.Errorf("span %d:\n got %+v\nwant %+v", i, got[i], w)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Same process, same dir: data survives a restart of the engine.
+	s2 := openTemp(t, dir)
+	defer s2.Close()
+	if got := read(s2); len(got) != 2 || got[1].LLM.Model != "llama-3-8b" {
+		t.Fatalf("after restart: %+v", got)
+	}
+}
+
+func TestEmbeddedOneOwner(t *testing.T) {
+	dir := t.TempDir()
+	s := openTemp(t, dir)
+	defer s.Close()
+	if _, err := Open(context.Background(), Config{DataDir: t.TempDir()}, nil); err == nil || !strings.Contains(err.Error(), "already open") {
+		t.Fatalf("second engine in one process: err = %v", err)
+	}
+	// Another process would hold the flock; a second open file description
+	// conflicts the same way.
+	if _, err := lockDir(dir); err == nil || !strings.Contains(err.Error(), "in use by another Tokenpath process") {
+		t.Fatalf("second lock on %s: err = %v", dir, err)
+	}
+}
+
+func TestEmbeddedRequestsEventsMetrics(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	req := telemetry.LLMRequest{ProjectID: 3, TraceID: "t1", SpanID: "s1", Service: "chat", Model: "m", Start: t0,
+		TTFT: telemetry.Ptr(412.5), Queue: telemetry.Ptr(12.0), InputTokens: telemetry.Ptr[int64](10), ColdStart: true, CallIndex: 2}
+	if err := s.Insert(ctx, RequestsBatch([]telemetry.LLMRequest{req}, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Query(ctx, "SELECT "+RequestColumns+" FROM llm_requests FINAL WHERE project_id = ?", uint32(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ScanRequests(r)
+	if len(got) != 1 || !reflect.DeepEqual(got[0], req) {
+		t.Fatalf("requests:\n got %+v\nwant %+v", got, req)
+	}
+	// A tombstone with a higher version hides the row.
+	if err := s.Insert(ctx, RequestsBatch(nil, []telemetry.LLMRequest{req}, 2)); err != nil {
+		t.Fatal(err)
+	}
+	r, err = s.Query(ctx, "SELECT count() AS n FROM llm_requests FINAL WHERE project_id = ?", uint32(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Row(0).Int("n"); n != 0 {
+		t.Fatalf("after tombstone: %d rows", n)
+	}
+
+	ev := telemetry.Event{ProjectID: 3, Time: t0, Kind: telemetry.EventScale, Service: "vllm", FromReplicas: telemetry.Ptr[int32](0),
+		ToReplicas: telemetry.Ptr[int32](2), Reason: "KEDAScaleTargetActivated", Source: "keda", Attributes: map[string]string{"a": "b"}}
+	if err := s.Insert(ctx, EventsBatch([]telemetry.Event{ev})); err != nil {
+		t.Fatal(err)
+	}
+	r, err = s.Query(ctx, "SELECT "+EventColumns+" FROM events WHERE project_id = ?", uint32(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs := ScanEvents(r); len(evs) != 1 || !reflect.DeepEqual(evs[0], ev) {
+		t.Fatalf("events: %+v", evs)
+	}
+
+	pts := []telemetry.MetricPoint{{ProjectID: 3, Time: t0, Service: "vllm", Instance: "p1", Name: "kv_cache_usage", Value: 0.97, Labels: map[string]string{"model_name": "m"}}}
+	if err := s.Insert(ctx, MetricsBatch(pts)); err != nil {
+		t.Fatal(err)
+	}
+	r, err = s.Query(ctx, "SELECT max(value) AS v, any(labels) AS l FROM metric_points WHERE name = ? AND time >= ?", "kv_cache_usage", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := r.Row(0).Float("v"); v != 0.97 || r.Row(0).StringMap("l")["model_name"] != "m" {
+		t.Fatalf("metric: %v %v", v, r.Row(0).StringMap("l"))
+	}
+}
+
+func TestBindHostileStrings(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+	for _, in := range []string{"plain", "it's", `back\slash`, "\x00nul", "new\nline", "'; DROP TABLE spans; --", "\xff\xfe invalid utf8", "?", "{param:String}"} {
+		r, err := s.Query(ctx, "SELECT ? AS v, '?' AS q", in)
+		if err != nil {
+			t.Fatalf("%q: %v", in, err)
+		}
+		if got := r.Row(0).String("v"); got != in && !strings.Contains(in, "\xff") {
+			t.Errorf("round trip %q → %q", in, got)
+		}
+		if q := r.Row(0).String("q"); q != "?" {
+			t.Errorf("literal ? in SQL was bound: %q", q)
+		}
+	}
+	if _, err := Bind("SELECT ?, ?", 1); err == nil {
+		t.Error("too few args accepted")
+	}
+	if _, err := Bind("SELECT ?", Ident("x; DROP")); err == nil {
+		t.Error("hostile identifier accepted")
+	}
+}
+
+func TestClusterDDLParses(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+	migs, err := RenderMigrations("prod", 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range migs {
+		for _, st := range m.Statements {
+			n++
+			// The embedded engine cannot run ON CLUSTER, but its parser
+			// validates every rendered statement.
+			if _, err := s.Query(ctx, "SELECT formatQuery(?) AS f", st); err != nil {
+				t.Errorf("%s: %v\n%s", m.Version, err, st)
+			}
+			if strings.Contains(st, "CREATE TABLE IF NOT EXISTS spans_local") && !strings.Contains(st, "ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/spans_local', '{replica}', inserted_at)") {
+				t.Errorf("spans_local engine not replicated:\n%s", st)
+			}
+		}
+	}
+	if n != 2*len(migs) {
+		t.Errorf("cluster DDL has %d statements, want a local and a Distributed table per migration (%d)", n, 2*len(migs))
+	}
+}
+
+func TestRetentionChange(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openTemp(t, dir)
+	s.Close()
+	s, err := Open(ctx, Config{DataDir: dir, RetentionDays: 90}, quietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Query(ctx, "SELECT create_table_query AS q FROM system.tables WHERE database = currentDatabase() AND name = 'spans'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := r.Row(0).String("q"); !strings.Contains(q, "toIntervalDay(90)") {
+		t.Fatalf("TTL not updated: %s", q)
+	}
+}
+
+func TestVersionAtLeast(t *testing.T) {
+	for _, c := range []struct {
+		have, want string
+		ok         bool
+	}{{"18.16.1", "23.8", false}, {"23.8.1", "23.8", true}, {"24.3", "23.8", true}, {"23.7.9", "23.8", false}, {"26.5.3.1", "23.8", true}} {
+		if got := versionAtLeast(c.have, c.want); got != c.ok {
+			t.Errorf("versionAtLeast(%s, %s) = %v", c.have, c.want, got)
+		}
+	}
+}

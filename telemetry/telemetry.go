@@ -1,0 +1,158 @@
+// Package telemetry holds the domain rows that flow through Tokenpath: raw
+// spans as ingest normalizes them, the decomposed LLM requests analysis
+// builds from them, metric points and scaling events. It has no behaviour
+// beyond small helpers, so every stage can share it without import cycles.
+package telemetry
+
+import "time"
+
+// LLMRole says which side of an LLM call a span records.
+type LLMRole uint8
+
+const (
+	// NotLLM marks app spans (retrieval, tools, HTTP handlers).
+	NotLLM LLMRole = iota
+	// LLMClient is the caller's span: SDK or gateway; it sees client TTFT.
+	LLMClient
+	// LLMServer is the inference server's span (vLLM, SGLang): it carries
+	// the queue/prefill/decode split.
+	LLMServer
+)
+
+// String names the role as stored in ClickHouse.
+func (r LLMRole) String() string {
+	switch r {
+	case LLMClient:
+		return "client"
+	case LLMServer:
+		return "server"
+	}
+	return ""
+}
+
+// ParseLLMRole is the inverse of String.
+func ParseLLMRole(s string) LLMRole {
+	switch s {
+	case "client":
+		return LLMClient
+	case "server":
+		return LLMServer
+	}
+	return NotLLM
+}
+
+// Span is one stored span: identity, timing, the canonical LLM fields the
+// normalizer found, and every raw attribute.
+type Span struct {
+	ProjectID     uint32
+	TraceID       string // 32 lowercase hex chars
+	SpanID        string // 16 lowercase hex chars
+	ParentSpanID  string // empty for a root span
+	Service       string
+	Instance      string
+	Name          string
+	Kind          string // server, client, internal, producer, consumer
+	Start         time.Time
+	End           time.Time
+	StatusCode    string // unset, ok, error
+	StatusMessage string
+	LLM           LLMCall
+	Attributes    map[string]string
+	Resource      map[string]string
+	EventNames    []string
+	EventTimes    []time.Time
+}
+
+// Duration is End − Start.
+func (s *Span) Duration() time.Duration { return s.End.Sub(s.Start) }
+
+// LLMCall holds the canonical fields of an LLM span. Unknown values are nil:
+// the analysis must never invent a figure the spans did not state.
+type LLMCall struct {
+	Role         LLMRole
+	Provider     string // gen_ai.provider.name / gen_ai.system: openai, anthropic, vllm …
+	Model        string
+	Operation    string // chat, text_completion, embeddings …
+	InputTokens  *int64
+	OutputTokens *int64
+	// ClientTTFT is the time from span start to the first streamed token as
+	// the client saw it.
+	ClientTTFT *time.Duration
+	// Server split (vLLM/SGLang gen_ai.latency.*).
+	QueueTime   *time.Duration
+	PrefillTime *time.Duration
+	ServerTTFT  *time.Duration
+	DecodeTime  *time.Duration
+	ServerE2E   *time.Duration
+}
+
+// IsLLM reports whether the span records an LLM call.
+func (c *LLMCall) IsLLM() bool { return c.Role != NotLLM }
+
+// LLMRequest is one decomposed LLM call: the unit every page reads. All
+// durations are milliseconds; nil means the data cannot say.
+type LLMRequest struct {
+	ProjectID     uint32
+	TraceID       string
+	SpanID        string // the client span, or the server span when there is no client span
+	Service       string // the calling service (client side)
+	ServerService string // the inference server's service, when a server span was seen
+	Model         string
+	Provider      string
+	Instance      string // the inference instance that served it
+	Start         time.Time
+	TTFT          *float64
+	PreInference  *float64
+	Queue         *float64
+	Prefill       *float64
+	Network       *float64
+	Decode        *float64
+	E2E           *float64
+	ITL           *float64
+	ColdStartWait *float64 // hold before the server span started on a new instance
+	InputTokens   *int64
+	OutputTokens  *int64
+	ColdStart     bool
+	Error         bool
+	// CallIndex numbers the LLM calls of one trace in start order (agent
+	// loops, retries), so cost per task can count them.
+	CallIndex int
+	Route     string
+	Tenant    string
+}
+
+// MetricPoint is one sample of a gauge or counter (Prometheus scrape or OTLP
+// metric), with vLLM/SGLang names normalized (see ingest).
+type MetricPoint struct {
+	ProjectID uint32
+	Time      time.Time
+	Service   string
+	Instance  string
+	Name      string
+	Labels    map[string]string
+	Value     float64
+}
+
+// Event kinds.
+const (
+	EventScale           = "scale"
+	EventInstanceStarted = "instance_started"
+	EventK8s             = "k8s"
+)
+
+// Event is a scaling or cluster event that can explain a TTFT spike.
+type Event struct {
+	ProjectID    uint32
+	Time         time.Time
+	Kind         string
+	Service      string
+	Instance     string
+	FromReplicas *int32
+	ToReplicas   *int32
+	Reason       string
+	Source       string
+	Attributes   map[string]string
+}
+
+// Ptr returns a pointer to v; handy for the optional fields above.
+func Ptr[T any](v T) *T { return &v }
