@@ -1,0 +1,58 @@
+# Tokenpath — the two commands a new user needs are `make run` and `make test`.
+SHELL := /bin/bash
+GO ?= go
+export GOFLAGS ?= -mod=mod
+
+NODE_STAMP := node_modules/.package-lock.json
+
+.PHONY: run test deps build generate check-generated lint fuzz docs bench-ingest bench-query clean
+
+## run: install what is missing, then start the server with demo traffic on the embedded defaults
+run: deps generate
+	$(GO) build -o bin/tokenpath-server ./cmd/server
+	./bin/tokenpath-server --demo
+
+## test: the whole suite (vet, staticcheck, generated code current, unit + integration + browser tests, short fuzz)
+test: deps check-generated lint
+	$(GO) test -count=1 -timeout 45m ./...
+	$(MAKE) fuzz FUZZTIME=5s
+
+deps: $(NODE_STAMP)
+	$(GO) mod download
+
+# npm ci only when the lockfile changed since the last install.
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund
+
+build: deps generate
+	$(GO) build -o bin/ ./cmd/...
+
+generate:
+	$(GO) tool templ generate -path web >/dev/null
+
+# templ output is committed; fail when it is stale.
+check-generated: generate
+	@git diff --exit-code -- web || (echo "templ output is stale: run 'make generate' and commit" && exit 1)
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+
+FUZZTIME ?= 30s
+## fuzz: run every fuzz target for FUZZTIME each
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	  for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
+	    echo "fuzz $$pkg $$t"; $(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+## docs: regenerate the configuration table in README.md from the config code
+docs:
+	$(GO) run ./cmd/server --print-config-table > /tmp/tokenpath-config-table.md
+	node scripts/replace-between.mjs README.md '<!-- config-table -->' '<!-- /config-table -->' /tmp/tokenpath-config-table.md
+
+clean:
+	rm -rf bin data

@@ -1,0 +1,235 @@
+package assemble
+
+import (
+	"time"
+
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+// tenantKeys are the attributes that name the tenant, first found wins.
+var tenantKeys = [...]string{"tenant", "tenant.id", "user.id", "enduser.id", "langfuse.user.id"}
+
+// decompose splits one call into its components (DESIGN.md,
+// "Decomposition"). Every figure is nil unless the spans state it or it is a
+// difference of two stated figures: the split is never invented.
+func (a *assembler) decompose(c *call) telemetry.LLMRequest {
+	client, server := c.client, c.server
+	primary := client
+	if primary == nil {
+		primary = server
+	}
+	r := telemetry.LLMRequest{
+		ProjectID: primary.ProjectID,
+		TraceID:   primary.TraceID,
+		SpanID:    primary.SpanID,
+		Service:   primary.Service,
+		Start:     primary.Start,
+		Error:     primary.StatusCode == "error",
+	}
+	if server != nil {
+		r.ServerService = server.Service
+		r.Instance = server.Instance
+	}
+
+	// Descriptive fields: the caller's view first, then a nested client
+	// span, then the server.
+	for _, s := range [...]*telemetry.Span{client, c.hop, server} {
+		if s == nil {
+			continue
+		}
+		if r.Model == "" {
+			r.Model = s.LLM.Model
+		}
+		if r.Provider == "" {
+			r.Provider = s.LLM.Provider
+		}
+		if r.InputTokens == nil && s.LLM.InputTokens != nil {
+			r.InputTokens = a.slab.int(*s.LLM.InputTokens)
+		}
+		if r.OutputTokens == nil && s.LLM.OutputTokens != nil {
+			r.OutputTokens = a.slab.int(*s.LLM.OutputTokens)
+		}
+	}
+	r.Route = route(c.root)
+	r.Tenant = tenant(primary, c.root)
+
+	clientTTFT, haveClientTTFT := c.clientTTFT()
+	var serverTTFT time.Duration
+	haveServerTTFT := server != nil && server.LLM.ServerTTFT != nil
+	if haveServerTTFT {
+		serverTTFT = *server.LLM.ServerTTFT
+	}
+
+	switch {
+	case haveClientTTFT:
+		r.TTFT = a.slab.ms(clientTTFT)
+	case haveServerTTFT:
+		r.TTFT = a.slab.ms(serverTTFT)
+	}
+
+	// A call that is itself the root did no app work first; a server span
+	// that is the root says nothing about its caller (c.root is nil then).
+	switch {
+	case client != nil && c.root == client:
+		r.PreInference = a.slab.float(0)
+	case c.root != nil:
+		r.PreInference = a.slab.skewed(primary.Start.Sub(c.root.Start))
+	}
+
+	if server != nil {
+		if q := server.LLM.QueueTime; q != nil {
+			r.Queue = a.slab.ms(*q)
+		}
+		switch p := server.LLM.PrefillTime; {
+		case p != nil:
+			r.Prefill = a.slab.ms(*p)
+		case haveServerTTFT && server.LLM.QueueTime != nil:
+			r.Prefill = a.slab.skewed(serverTTFT - *server.LLM.QueueTime)
+		}
+	}
+
+	// Cold start: the request was held before the server span started, on
+	// an instance that had just come up. The hold is measured across two
+	// clocks, so only a gap of at least MinHold counts; the instance check
+	// runs only then, which keeps the history lookups off the common path.
+	var hold time.Duration
+	if client != nil && server != nil {
+		hold = server.Start.Sub(client.Start)
+		if hold >= a.opt.MinHold && a.recentlyStarted(server) {
+			r.ColdStart = true
+			r.ColdStartWait = a.slab.ms(hold)
+		}
+	}
+
+	// network = client TTFT − server TTFT, without the cold-start hold
+	// (waiting for a pod is not network). With several server attempts and
+	// no cold start, the gap also holds the earlier attempts, which are not
+	// network either, so it is left unknown.
+	if haveClientTTFT && haveServerTTFT {
+		switch {
+		case r.ColdStart:
+			r.Network = a.slab.skewed(clientTTFT - serverTTFT - hold)
+		case c.servers > 1:
+		default:
+			r.Network = a.slab.skewed(clientTTFT - serverTTFT)
+		}
+	}
+
+	switch {
+	case haveClientTTFT:
+		r.Decode = a.slab.skewed(client.Duration() - clientTTFT)
+	case server != nil && server.LLM.DecodeTime != nil:
+		r.Decode = a.slab.ms(*server.LLM.DecodeTime)
+	}
+
+	switch {
+	case client != nil:
+		r.E2E = a.slab.ms(client.Duration())
+	case server.LLM.ServerE2E != nil:
+		r.E2E = a.slab.ms(*server.LLM.ServerE2E)
+	default:
+		r.E2E = a.slab.ms(server.Duration())
+	}
+
+	if r.Decode != nil && r.OutputTokens != nil && *r.OutputTokens >= 2 {
+		r.ITL = a.slab.float(*r.Decode / float64(*r.OutputTokens-1))
+	}
+	return r
+}
+
+// clientTTFT is the client-observed TTFT measured from the outer client span
+// start. When only a nested span (wrapper, gateway) saw the first token, the
+// same instant is measured from the outer start instead.
+func (c *call) clientTTFT() (time.Duration, bool) {
+	if c.client == nil {
+		return 0, false
+	}
+	if d := c.client.LLM.ClientTTFT; d != nil {
+		return *d, true
+	}
+	if c.hop != nil && c.hop.LLM.ClientTTFT != nil {
+		d := c.hop.Start.Add(*c.hop.LLM.ClientTTFT).Sub(c.client.Start)
+		return d, d >= 0
+	}
+	return 0, false
+}
+
+func route(root *telemetry.Span) string {
+	if root == nil {
+		return ""
+	}
+	if r := root.Attributes["http.route"]; r != "" {
+		return r
+	}
+	return root.Name
+}
+
+// tenant prefers the LLM span (most specific) over the root span.
+func tenant(primary, root *telemetry.Span) string {
+	for _, s := range [...]*telemetry.Span{primary, root} {
+		if s == nil {
+			continue
+		}
+		for _, k := range tenantKeys {
+			if v := s.Attributes[k]; v != "" {
+				return v
+			}
+		}
+	}
+	return ""
+}
+
+// slab hands out the optional figures of many requests from a few shared
+// arrays instead of one allocation per pointer. Values are written once and
+// never changed, so a pointer into an old chunk stays valid after a new
+// chunk is started.
+type slab struct {
+	chunk  int
+	floats []float64
+	ints   []int64
+}
+
+// perCall bounds the optional float figures of one request.
+const perCall = 9
+
+// reserve makes room for n more requests in the current chunk.
+func (s *slab) reserve(n int) {
+	if cap(s.floats)-len(s.floats) < perCall*n {
+		s.floats = make([]float64, 0, max(perCall*n, s.chunk))
+	}
+	if cap(s.ints)-len(s.ints) < 2*n {
+		s.ints = make([]int64, 0, max(2*n, s.chunk/4))
+	}
+}
+
+func (s *slab) float(v float64) *float64 {
+	if len(s.floats) == cap(s.floats) {
+		s.floats = make([]float64, 0, max(s.chunk, 1))
+	}
+	s.floats = append(s.floats, v)
+	return &s.floats[len(s.floats)-1]
+}
+
+func (s *slab) int(v int64) *int64 {
+	if len(s.ints) == cap(s.ints) {
+		s.ints = make([]int64, 0, max(s.chunk/4, 1))
+	}
+	s.ints = append(s.ints, v)
+	return &s.ints[len(s.ints)-1]
+}
+
+func (s *slab) ms(d time.Duration) *float64 { return s.float(millis(d)) }
+
+// skewed converts a difference of timestamps from two clocks: a tiny negative
+// value is skew and reads as 0, a larger one leaves the figure unknown.
+func (s *slab) skewed(d time.Duration) *float64 {
+	switch {
+	case d >= 0:
+		return s.ms(d)
+	case d > -skewTolerance:
+		return s.float(0)
+	}
+	return nil
+}
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
