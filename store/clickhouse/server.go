@@ -24,7 +24,28 @@ type server struct {
 	host string
 }
 
+// openServer connects and refuses a server older than MinServerVersion.
 func openServer(ctx context.Context, cfg Config, log *slog.Logger) (*server, error) {
+	s, err := dialServer(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.conn.ServerVersion()
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("clickhouse at %s: read version: %w", s.host, err)
+	}
+	have := fmt.Sprintf("%d.%d.%d", v.Version.Major, v.Version.Minor, v.Version.Patch)
+	if !versionAtLeast(have, MinServerVersion) {
+		s.close()
+		return nil, &VersionError{Host: s.host, Have: have}
+	}
+	return s, nil
+}
+
+// dialServer opens the pool and pings it without the version check, so
+// tests can drive the transport against the old server Debian packages.
+func dialServer(ctx context.Context, cfg Config, log *slog.Logger) (*server, error) {
 	opts, err := ch.ParseDSN(cfg.URL)
 	if err != nil {
 		return nil, fmt.Errorf("TOKENPATH_CLICKHOUSE_URL: %w", err)
@@ -48,16 +69,6 @@ func openServer(ctx context.Context, cfg Config, log *slog.Logger) (*server, err
 	if err := s.retry(ctx, func() error { return conn.Ping(ctx) }); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("clickhouse at %s unreachable: %w", host, err)
-	}
-	v, err := conn.ServerVersion()
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("clickhouse at %s: read version: %w", host, err)
-	}
-	have := fmt.Sprintf("%d.%d.%d", v.Version.Major, v.Version.Minor, v.Version.Patch)
-	if !versionAtLeast(have, MinServerVersion) {
-		conn.Close()
-		return nil, &VersionError{Host: host, Have: have}
 	}
 	return s, nil
 }
@@ -91,14 +102,16 @@ func transient(err error) bool {
 }
 
 // retry runs op up to 4 times with backoff while the error is transient.
+// The last failure returns at once: no sleep, no "retrying" warning.
 func (s *server) retry(ctx context.Context, op func() error) error {
+	const attempts = 4
 	delay := 200 * time.Millisecond
-	var err error
-	for attempt := 0; attempt < 4; attempt++ {
-		if err = op(); !transient(err) {
+	for attempt := 1; ; attempt++ {
+		err := op()
+		if !transient(err) || attempt == attempts {
 			return err
 		}
-		s.log.Warn("clickhouse transient error; retrying", "host", s.host, "attempt", attempt+1, "err", err)
+		s.log.Warn("clickhouse transient error; retrying", "host", s.host, "attempt", attempt, "err", err)
 		select {
 		case <-ctx.Done():
 			return err
@@ -106,7 +119,6 @@ func (s *server) retry(ctx context.Context, op func() error) error {
 		}
 		delay *= 2
 	}
-	return err
 }
 
 func (s *server) exec(ctx context.Context, sql string) error {
