@@ -11,6 +11,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Pinger is a store that can say whether it answers.
@@ -23,6 +25,8 @@ type Deps struct {
 	Log *slog.Logger
 	// Stores are checked by /readyz, by name.
 	Stores map[string]Pinger
+	// Metrics is Tokenpath's own Prometheus registry, served at /metrics.
+	Metrics *prometheus.Registry
 }
 
 // Server holds the handlers' dependencies.
@@ -40,6 +44,9 @@ func New(d Deps) *echo.Echo {
 	e.Use(middleware.RequestID())
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	if d.Metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Metrics, promhttp.HandlerOpts{})))
+	}
 	return e
 }
 

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/tokenpath/tokenpath/app"
 	"github.com/tokenpath/tokenpath/config"
 )
 
@@ -29,7 +30,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, cfg); err != nil {
+	if err := app.Run(ctx, cfg); err != nil {
 		fmt.Fprintf(os.Stderr, "tokenpath: %v\n", err)
 		os.Exit(1)
 	}

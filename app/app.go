@@ -1,0 +1,259 @@
+// Package app assembles a Tokenpath server from its parts — stores, ingest
+// pipeline and receivers, analysis workers, web — and runs them with an
+// orderly start and stop. cmd/server calls it; tests start whole servers
+// with it.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/tokenpath/tokenpath/auth"
+	"github.com/tokenpath/tokenpath/config"
+	"github.com/tokenpath/tokenpath/ingest"
+	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/store/postgres"
+	"github.com/tokenpath/tokenpath/web"
+)
+
+// NewLogger builds the slog logger the config asks for: JSON unless stderr
+// is a terminal.
+func NewLogger(cfg *config.Config) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	format := cfg.LogFormat
+	if format == "auto" || format == "" {
+		format = "json"
+		if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			format = "text"
+		}
+	}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+}
+
+// App is a running server.
+type App struct {
+	Config *config.Config
+	Log    *slog.Logger
+	PG     *postgres.Store
+	CH     *clickhouse.Store
+	Ingest *ingest.Receiver
+	Keys   *auth.Cache
+
+	// Bound addresses (useful when the config asked for port 0).
+	HTTPAddr, OTLPHTTPAddr, OTLPGRPCAddr string
+
+	embedded *postgres.Embedded
+	servers  []*http.Server
+	grpc     *grpc.Server
+	cancel   context.CancelFunc
+	workers  sync.WaitGroup
+	errc     chan error
+	stopOnce sync.Once
+}
+
+// Start opens the stores, starts the workers and listeners, and returns
+// once the server accepts traffic.
+func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, error) {
+	a := &App{Config: cfg, Log: log, errc: make(chan error, 4)}
+	ok := false
+	defer func() {
+		if !ok {
+			a.Stop(context.Background())
+		}
+	}()
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	if err := a.openStores(ctx); err != nil {
+		return nil, err
+	}
+	a.Keys = auth.NewCache(a.PG)
+
+	workCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.cancel = cancel
+	pipe, err := ingest.NewPipeline(filepath.Join(cfg.DataDir, "wal"), a.CH, ingest.PipelineConfig{}, log)
+	if err != nil {
+		return nil, err
+	}
+	a.Ingest = &ingest.Receiver{Pipeline: pipe, Auth: a.Keys, MaxBodyBytes: cfg.MaxBodyBytes, Log: log}
+	a.workers.Add(1)
+	go func() { defer a.workers.Done(); pipe.Run(workCtx) }()
+
+	app := web.New(web.Deps{
+		Log:     log,
+		Stores:  map[string]web.Pinger{"postgres": a.PG, "clickhouse": a.CH},
+		Metrics: pipe.Metrics.Registry,
+	})
+	if a.HTTPAddr, err = a.serveHTTP(cfg.HTTPAddr, app); err != nil {
+		return nil, err
+	}
+	if cfg.OTLPHTTPAddr != "" {
+		if a.OTLPHTTPAddr, err = a.serveHTTP(cfg.OTLPHTTPAddr, a.Ingest.HTTPHandler()); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.OTLPGRPCAddr != "" {
+		ln, err := net.Listen("tcp", cfg.OTLPGRPCAddr)
+		if err != nil {
+			return nil, fmt.Errorf("listen %s (TOKENPATH_OTLP_GRPC_ADDR): %w", cfg.OTLPGRPCAddr, err)
+		}
+		a.grpc = grpc.NewServer(a.Ingest.GRPCServerOptions()...)
+		a.Ingest.RegisterGRPC(a.grpc)
+		a.OTLPGRPCAddr = ln.Addr().String()
+		go func() {
+			if err := a.grpc.Serve(ln); err != nil {
+				a.errc <- fmt.Errorf("otlp grpc: %w", err)
+			}
+		}()
+	}
+	ok = true
+	return a, nil
+}
+
+func (a *App) serveHTTP(addr string, h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("listen %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	a.servers = append(a.servers, srv)
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.errc <- fmt.Errorf("http %s: %w", addr, err)
+		}
+	}()
+	return ln.Addr().String(), nil
+}
+
+// openStores starts/opens PostgreSQL and ClickHouse and migrates both;
+// ClickHouse migrations run under a Postgres advisory lock so several nodes
+// starting at once take turns.
+func (a *App) openStores(ctx context.Context) error {
+	cfg, log := a.Config, a.Log
+	pgURL := cfg.DatabaseURL
+	if pgURL == "" {
+		t0 := time.Now()
+		emb, err := postgres.StartEmbedded(ctx, cfg.PostgresDir(), log)
+		if err != nil {
+			return fmt.Errorf("start embedded postgres: %w", err)
+		}
+		a.embedded = emb
+		pgURL = emb.URL()
+		log.Info("embedded postgres started", "dir", cfg.PostgresDir(), "took", time.Since(t0).Round(time.Millisecond))
+	}
+	pg, err := postgres.Open(ctx, pgURL)
+	if err != nil {
+		return err
+	}
+	a.PG = pg
+	if err := pg.Migrate(ctx); err != nil {
+		return err
+	}
+	if cfg.BootstrapKey != "" {
+		if _, err := pg.EnsureProjectWithKey(ctx, "default", cfg.BootstrapKey); err != nil {
+			return fmt.Errorf("bootstrap key: %w", err)
+		}
+	}
+	t0 := time.Now()
+	ch, err := clickhouse.Open(ctx, clickhouse.Config{
+		URL: cfg.ClickHouseURL, DataDir: cfg.ClickHouseDir(), Cluster: cfg.ClickHouseCluster,
+		RetentionDays: cfg.RetentionDays, MaxExecutionTime: cfg.QueryTimeout,
+	}, log)
+	if err != nil {
+		return err
+	}
+	a.CH = ch
+	if err := pg.WithLock(ctx, postgres.LockClickHouseMigrations, ch.Migrate); err != nil {
+		return fmt.Errorf("migrate clickhouse: %w", err)
+	}
+	log.Info("clickhouse ready", "embedded", ch.Embedded(), "took", time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// Err delivers a listener's fatal error.
+func (a *App) Err() <-chan error { return a.errc }
+
+// Stop shuts down in reverse order: stop accepting, drain workers (the
+// pipeline flushes what it acknowledged), close stores, stop PostgreSQL.
+func (a *App) Stop(ctx context.Context) {
+	a.stopOnce.Do(func() {
+		shutdownCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		for _, s := range a.servers {
+			if err := s.Shutdown(shutdownCtx); err != nil {
+				a.Log.Warn("http shutdown", "err", err)
+			}
+		}
+		if a.grpc != nil {
+			stopped := make(chan struct{})
+			go func() { a.grpc.GracefulStop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-shutdownCtx.Done():
+				a.grpc.Stop()
+			}
+		}
+		if a.cancel != nil {
+			a.cancel()
+		}
+		a.workers.Wait()
+		if a.CH != nil {
+			if err := a.CH.Close(); err != nil {
+				a.Log.Error("close clickhouse", "err", err)
+			}
+		}
+		if a.PG != nil {
+			a.PG.Close()
+		}
+		if a.embedded != nil {
+			stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := a.embedded.Stop(stopCtx); err != nil {
+				a.Log.Error("stop embedded postgres", "err", err)
+			}
+		}
+	})
+}
+
+// Run starts the server and blocks until ctx is done or a listener fails.
+func Run(ctx context.Context, cfg *config.Config) error {
+	log := NewLogger(cfg)
+	t0 := time.Now()
+	a, err := Start(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	log.Info("tokenpath ready", "ui", a.HTTPAddr, "otlp_http", a.OTLPHTTPAddr, "otlp_grpc", a.OTLPGRPCAddr,
+		"startup", time.Since(t0).Round(time.Millisecond))
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case runErr = <-a.Err():
+	}
+	a.Stop(context.Background())
+	log.Info("stopped")
+	return runErr
+}

@@ -1,0 +1,121 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+// EventInput is the wire shape of POST /api/v1/events (one object or an
+// array of them).
+type EventInput struct {
+	Time         string            `json:"time"`
+	Kind         string            `json:"kind"`
+	Service      string            `json:"service"`
+	Instance     string            `json:"instance"`
+	FromReplicas *int32            `json:"from_replicas"`
+	ToReplicas   *int32            `json:"to_replicas"`
+	Reason       string            `json:"reason"`
+	Source       string            `json:"source"`
+	Attributes   map[string]string `json:"attributes"`
+}
+
+// MaxEventsPerRequest bounds one webhook call.
+const MaxEventsPerRequest = 10_000
+
+// ParseEvents validates a webhook body. Every problem is reported with the
+// index of the event, and nothing is accepted from a body with errors, so a
+// client can fix and resend the whole body.
+func ParseEvents(body []byte, project uint32, now time.Time) ([]telemetry.Event, error) {
+	body = bytes.TrimSpace(body)
+	var in []EventInput
+	dec := func(v any) error {
+		d := json.NewDecoder(bytes.NewReader(body))
+		d.DisallowUnknownFields()
+		return d.Decode(v)
+	}
+	switch {
+	case len(body) == 0:
+		return nil, fmt.Errorf("empty body: send an event object or an array of them")
+	case body[0] == '[':
+		if err := dec(&in); err != nil {
+			return nil, fmt.Errorf("invalid events JSON: %w", err)
+		}
+	default:
+		var one EventInput
+		if err := dec(&one); err != nil {
+			return nil, fmt.Errorf("invalid event JSON: %w", err)
+		}
+		in = []EventInput{one}
+	}
+	if len(in) > MaxEventsPerRequest {
+		return nil, fmt.Errorf("%d events in one request; the limit is %d", len(in), MaxEventsPerRequest)
+	}
+	out := make([]telemetry.Event, 0, len(in))
+	for i, e := range in {
+		ev, err := e.event(project, now)
+		if err != nil {
+			return nil, fmt.Errorf("event %d: %w", i, err)
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+func (e EventInput) event(project uint32, now time.Time) (telemetry.Event, error) {
+	ev := telemetry.Event{ProjectID: project, Kind: strings.TrimSpace(e.Kind), Service: strings.TrimSpace(e.Service),
+		Instance: e.Instance, FromReplicas: e.FromReplicas, ToReplicas: e.ToReplicas, Reason: e.Reason, Source: e.Source, Attributes: e.Attributes}
+	if ev.Kind == "" {
+		ev.Kind = telemetry.EventScale
+	}
+	if ev.Service == "" {
+		return ev, fmt.Errorf("service is required")
+	}
+	if len(ev.Service) > 256 || len(ev.Instance) > 256 || len(ev.Kind) > 64 || len(ev.Reason) > 4096 || len(ev.Source) > 64 || len(ev.Attributes) > 128 {
+		return ev, fmt.Errorf("a field is too long (service/instance ≤ 256, kind/source ≤ 64, reason ≤ 4096 bytes, ≤ 128 attributes)")
+	}
+	if e.Time == "" {
+		ev.Time = now
+	} else {
+		t, err := time.Parse(time.RFC3339Nano, e.Time)
+		if err != nil {
+			return ev, fmt.Errorf("time %q is not RFC 3339 (e.g. 2026-12-02T14:02:10Z)", e.Time)
+		}
+		ev.Time = t.UTC()
+	}
+	if ev.Time.Before(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)) || ev.Time.After(now.Add(24*time.Hour)) {
+		return ev, fmt.Errorf("time %s is out of range", ev.Time.Format(time.RFC3339))
+	}
+	for _, r := range []*int32{ev.FromReplicas, ev.ToReplicas} {
+		if r != nil && (*r < 0 || *r > 100000) {
+			return ev, fmt.Errorf("replica counts must be between 0 and 100000")
+		}
+	}
+	if ev.Kind == telemetry.EventScale && ev.ToReplicas == nil {
+		return ev, fmt.Errorf("a scale event needs to_replicas")
+	}
+	return ev, nil
+}
+
+// SubmitEvents makes webhook events durable like any export.
+func (r *Receiver) SubmitEvents(ctx context.Context, project uint32, events []telemetry.Event) error {
+	payload, err := json.Marshal(events)
+	if err != nil {
+		return err
+	}
+	return r.Pipeline.Submit(ctx, Record{Kind: KindEvents, ProjectID: project, Received: r.now(), Payload: payload}, Rows{Events: events})
+}
+
+// SubmitPoints makes scraped metric points durable.
+func (r *Receiver) SubmitPoints(ctx context.Context, project uint32, points []telemetry.MetricPoint) error {
+	payload, err := json.Marshal(points)
+	if err != nil {
+		return err
+	}
+	return r.Pipeline.Submit(ctx, Record{Kind: KindPoints, ProjectID: project, Received: r.now(), Payload: payload}, Rows{Points: points})
+}

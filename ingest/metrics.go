@@ -1,0 +1,42 @@
+package ingest
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are Tokenpath's own ingest figures, served at /metrics.
+type Metrics struct {
+	Registry     *prometheus.Registry
+	Received     *prometheus.CounterVec // items received, by signal and transport
+	Accepted     *prometheus.CounterVec
+	Rejected     *prometheus.CounterVec // items refused per item (partial_success)
+	Requests     *prometheus.CounterVec // export requests by signal, transport and outcome
+	Overloaded   prometheus.Counter
+	QueueDepth   prometheus.Gauge // rows acknowledged, not yet in ClickHouse
+	Written      prometheus.Counter
+	WriteLatency prometheus.Histogram
+}
+
+// NewMetrics registers the ingest metrics in a fresh registry.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		Received: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokenpath_ingest_received_items_total",
+			Help: "Spans, metric points and log records received."}, []string{"signal", "transport"}),
+		Accepted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokenpath_ingest_accepted_items_total",
+			Help: "Items acknowledged (durable in the write-ahead log)."}, []string{"signal", "transport"}),
+		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokenpath_ingest_rejected_items_total",
+			Help: "Items refused as invalid (reported in partial_success)."}, []string{"signal", "transport"}),
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokenpath_ingest_requests_total",
+			Help: "Export requests by outcome."}, []string{"signal", "transport", "outcome"}),
+		Overloaded: prometheus.NewCounter(prometheus.CounterOpts{Name: "tokenpath_ingest_overloaded_total",
+			Help: "Exports refused because the write path was saturated (429 / RESOURCE_EXHAUSTED)."}),
+		QueueDepth: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tokenpath_ingest_queue_rows",
+			Help: "Rows acknowledged but not yet written to ClickHouse."}),
+		Written: prometheus.NewCounter(prometheus.CounterOpts{Name: "tokenpath_ingest_written_rows_total",
+			Help: "Rows written to ClickHouse."}),
+		WriteLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tokenpath_ingest_write_seconds",
+			Help: "Time to write one sealed segment to ClickHouse.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
+	}
+	m.Registry.MustRegister(m.Received, m.Accepted, m.Rejected, m.Requests, m.Overloaded, m.QueueDepth, m.Written, m.WriteLatency,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}

@@ -1,0 +1,171 @@
+package normalize
+
+import (
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+// TraceResult is the outcome of normalizing one trace export request.
+type TraceResult struct {
+	Spans    []telemetry.Span
+	Rejected int64
+	// Errors holds the first few reject reasons, for
+	// partial_success.error_message.
+	Errors []string
+}
+
+// Traces normalizes every span of req, LLM or not (app spans give the
+// pre-inference time). Corrupt spans are rejected and counted; oversized
+// attributes are clamped to lim. now bounds how far in the future a
+// timestamp may lie.
+func Traces(projectID uint32, req *coltracepb.ExportTraceServiceRequest, now time.Time, lim Limits) TraceResult {
+	lim = lim.withDefaults()
+	var (
+		res  TraceResult
+		errs errorLog
+	)
+	for _, rs := range req.GetResourceSpans() {
+		resource := rs.GetResource()
+		service, instance := serviceOf(resource), instanceOf(resource)
+		var resAttrs map[string]string // built once, shared by the batch's spans
+		for _, ss := range rs.GetScopeSpans() {
+			for _, sp := range ss.GetSpans() {
+				if sp == nil {
+					continue
+				}
+				if reason := checkSpan(sp, now); reason != "" {
+					errs.reject(fmt.Sprintf("span %s: %s", idHex(sp.SpanId), reason))
+					continue
+				}
+				if resAttrs == nil {
+					resAttrs = resourceAttributes(resource, lim)
+				}
+				span := convertSpan(sp, lim)
+				span.ProjectID = projectID
+				span.Service = service
+				span.Instance = instance
+				span.Resource = resAttrs
+				res.Spans = append(res.Spans, span)
+			}
+		}
+	}
+	res.Rejected, res.Errors = errs.rejected, errs.reasons
+	return res
+}
+
+// checkSpan returns why sp cannot be stored, or "".
+func checkSpan(sp *tracepb.Span, now time.Time) string {
+	if len(sp.TraceId) != 16 || allZero(sp.TraceId) {
+		return "trace_id must be 16 bytes, not all zero"
+	}
+	if len(sp.SpanId) != 8 || allZero(sp.SpanId) {
+		return "span_id must be 8 bytes, not all zero"
+	}
+	if n := len(sp.ParentSpanId); n != 0 && n != 8 {
+		return "parent_span_id must be empty or 8 bytes"
+	}
+	start, end := unixNanos(sp.StartTimeUnixNano), unixNanos(sp.EndTimeUnixNano)
+	if r := checkTime("start time", start, now); r != "" {
+		return r
+	}
+	if end.Before(start) {
+		// Clamping would invent a zero-length span and a wrong E2E.
+		return "end time before start time"
+	}
+	if r := checkTime("end time", end, now); r != "" {
+		return r
+	}
+	return ""
+}
+
+// convertSpan maps a validated span; identity fields are set by the caller.
+func convertSpan(sp *tracepb.Span, lim Limits) telemetry.Span {
+	view := spanView{
+		attrs: map[string]*commonpb.AnyValue{},
+		start: unixNanos(sp.StartTimeUnixNano),
+		end:   unixNanos(sp.EndTimeUnixNano),
+	}
+	// One pass picks out the convention keys from all attributes, even
+	// those past MaxAttributes: the canonical fields must not depend on
+	// where an SDK happened to put them.
+	for _, kv := range sp.Attributes {
+		k := kv.GetKey()
+		if _, ok := conventionKeys[k]; ok {
+			view.attrs[k] = kv.GetValue()
+		}
+		if strings.HasPrefix(k, serverLatencyPrefix) {
+			view.server = true
+		}
+	}
+
+	events := sp.Events
+	if len(events) > lim.MaxAttributes {
+		events = events[:lim.MaxAttributes]
+	}
+	var names []string
+	var times []time.Time
+	for _, e := range events {
+		if e == nil {
+			continue
+		}
+		name := cleanString(e.Name, maxNameBytes)
+		t := unixNanos(e.TimeUnixNano)
+		names = append(names, name)
+		times = append(times, t)
+		view.events = append(view.events, spanEvent{name: name, time: t})
+	}
+
+	var parent string
+	if len(sp.ParentSpanId) == 8 && !allZero(sp.ParentSpanId) {
+		parent = hex.EncodeToString(sp.ParentSpanId)
+	}
+	return telemetry.Span{
+		TraceID:       hex.EncodeToString(sp.TraceId),
+		SpanID:        hex.EncodeToString(sp.SpanId),
+		ParentSpanID:  parent,
+		Name:          cleanString(sp.Name, maxNameBytes),
+		Kind:          spanKind(sp.Kind),
+		Start:         view.start,
+		End:           view.end,
+		StatusCode:    statusCode(sp.GetStatus().GetCode()),
+		StatusMessage: cleanString(sp.GetStatus().GetMessage(), lim.MaxValueBytes),
+		LLM:           view.llmCall(),
+		Attributes:    flattenAttributes(sp.Attributes, lim),
+		EventNames:    names,
+		EventTimes:    times,
+	}
+}
+
+// spanKind names the kind as stored; UNSPECIFIED and unknown values are
+// internal, as the OTel spec allows receivers to assume.
+func spanKind(k tracepb.Span_SpanKind) string {
+	switch k {
+	case tracepb.Span_SPAN_KIND_SERVER:
+		return "server"
+	case tracepb.Span_SPAN_KIND_CLIENT:
+		return "client"
+	case tracepb.Span_SPAN_KIND_PRODUCER:
+		return "producer"
+	case tracepb.Span_SPAN_KIND_CONSUMER:
+		return "consumer"
+	}
+	return "internal"
+}
+
+func statusCode(c tracepb.Status_StatusCode) string {
+	switch c {
+	case tracepb.Status_STATUS_CODE_OK:
+		return "ok"
+	case tracepb.Status_STATUS_CODE_ERROR:
+		return "error"
+	}
+	return "unset"
+}

@@ -1,0 +1,582 @@
+package normalize
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+// TestTracesConventions feeds one span per wire convention, with the
+// attribute set that convention's SDK or server really emits, and asserts
+// every canonical field.
+func TestTracesConventions(t *testing.T) {
+	tests := []struct {
+		name string
+		span *tracepb.Span
+		want telemetry.LLMCall
+	}{
+		{
+			name: "OTel GenAI semconv 1.37+ (provider.name, input_tokens, time_to_first_chunk)",
+			span: newSpan("chat gpt-4o",
+				str("gen_ai.operation.name", "chat"),
+				str("gen_ai.provider.name", "openai"),
+				str("gen_ai.request.model", "gpt-4o"),
+				str("gen_ai.response.model", "gpt-4o-2024-08-06"),
+				str("gen_ai.response.id", "chatcmpl-AYjTqv1rX3w4"),
+				kv("gen_ai.response.finish_reasons", arr(sv("stop"))),
+				i64("gen_ai.usage.input_tokens", 1200),
+				i64("gen_ai.usage.output_tokens", 85),
+				f64("gen_ai.response.time_to_first_chunk", 0.61),
+				str("server.address", "api.openai.com"),
+			),
+			want: telemetry.LLMCall{
+				Role: telemetry.LLMClient, Provider: "openai", Model: "gpt-4o-2024-08-06", Operation: "chat",
+				InputTokens: cnt(1200), OutputTokens: cnt(85), ClientTTFT: dur(610 * time.Millisecond),
+			},
+		},
+		{
+			name: "OTel GenAI semconv before 1.27 (gen_ai.system, prompt_tokens)",
+			span: newSpan("anthropic.chat",
+				str("gen_ai.system", "anthropic"),
+				str("gen_ai.request.model", "claude-3-5-sonnet-20241022"),
+				i64("gen_ai.request.max_tokens", 1024),
+				i64("gen_ai.usage.prompt_tokens", 5000),
+				i64("gen_ai.usage.completion_tokens", 300),
+			),
+			want: telemetry.LLMCall{
+				Role: telemetry.LLMClient, Provider: "anthropic", Model: "claude-3-5-sonnet-20241022",
+				InputTokens: cnt(5000), OutputTokens: cnt(300),
+			},
+		},
+		{
+			name: "vLLM llm_request server span (vllm/tracing.py SpanAttributes)",
+			span: func() *tracepb.Span {
+				s := newSpan("llm_request",
+					str("gen_ai.response.model", "meta-llama/Llama-3.1-8B-Instruct"),
+					str("gen_ai.request.id", "cmpl-bench-00871b8e-0-0"),
+					f64("gen_ai.request.temperature", 1),
+					f64("gen_ai.request.top_p", 1),
+					i64("gen_ai.request.max_tokens", 32),
+					i64("gen_ai.request.n", 1),
+					i64("gen_ai.usage.prompt_tokens", 384),
+					i64("gen_ai.usage.completion_tokens", 32),
+					f64("gen_ai.latency.time_in_queue", 0.001),
+					f64("gen_ai.latency.time_to_first_token", 1.325),
+					f64("gen_ai.latency.e2e", 1.976),
+					f64("gen_ai.latency.time_in_model_prefill", 1.281),
+					f64("gen_ai.latency.time_in_model_decode", 0.654),
+					f64("gen_ai.latency.time_in_model_inference", 1.935),
+				)
+				s.Kind = tracepb.Span_SPAN_KIND_SERVER
+				return s
+			}(),
+			want: telemetry.LLMCall{
+				Role: telemetry.LLMServer, Model: "meta-llama/Llama-3.1-8B-Instruct",
+				InputTokens: cnt(384), OutputTokens: cnt(32),
+				QueueTime: dur(time.Millisecond), PrefillTime: dur(1281 * time.Millisecond),
+				ServerTTFT: dur(1325 * time.Millisecond), DecodeTime: dur(654 * time.Millisecond),
+				ServerE2E: dur(1976 * time.Millisecond),
+			},
+		},
+		{
+			name: "vLLM span with gen_ai.request.model only; a first-token event does not make a client TTFT",
+			span: func() *tracepb.Span {
+				s := newSpan("llm_request",
+					str("gen_ai.request.model", "Qwen/Qwen2.5-7B-Instruct"),
+					i64("gen_ai.usage.prompt_tokens", 2048),
+					f64("gen_ai.latency.time_in_queue", 1.9),
+					f64("gen_ai.latency.time_to_first_token", 2.2),
+				)
+				s.Events = []*tracepb.Span_Event{{Name: "first_token", TimeUnixNano: ns(start.Add(time.Second))}}
+				return s
+			}(),
+			want: telemetry.LLMCall{
+				Role: telemetry.LLMServer, Model: "Qwen/Qwen2.5-7B-Instruct", InputTokens: cnt(2048),
+				QueueTime: dur(1900 * time.Millisecond), ServerTTFT: dur(2200 * time.Millisecond),
+			},
+		},
+		{
+			name: "OpenLIT (gen_ai.server.ttft)",
+			span: newSpan("chat gpt-4o-mini",
+				str("gen_ai.system", "openai"),
+				str("gen_ai.operation.name", "chat"),
+				str("gen_ai.request.model", "gpt-4o-mini"),
+				str("gen_ai.response.model", "gpt-4o-mini-2024-07-18"),
+				i64("gen_ai.usage.input_tokens", 742),
+				i64("gen_ai.usage.output_tokens", 118),
+				f64("gen_ai.server.ttft", 0.42),
+				f64("gen_ai.server.tbt", 0.012),
+				boolean("gen_ai.request.is_stream", true),
+				str("telemetry.sdk.name", "openlit"),
+			),
+			want: telemetry.LLMCall{
+				Role: telemetry.LLMClient, Provider: "openai", Model: "gpt-4o-mini-2024-07-18", Operation: "chat",
+				InputTokens: cnt(742), OutputTokens: cnt(118), ClientTTFT: dur(420 * time.Millisecond),
+			},
+		},
+		{
+			name: "OpenLLMetry (llm.request.type, llm.usage.*, capitalized gen_ai.system)",
+			span: newSpan("openai.chat",
+				str("llm.request.type", "chat"),
+				str("gen_ai.system", "OpenAI"),
+				str("gen_ai.request.model", "gpt-3.5-turbo"),
+				str("gen_ai.response.model", "gpt-3.5-turbo-0125"),
+				boolean("llm.is_streaming", false),
+				i64("llm.usage.prompt_tokens", 57),
+				i64("llm.usage.completion_tokens", 12),
+				i64("llm.usage.total_tokens", 69),
+				str("gen_ai.prompt.0.role", "user"),
+			),
+			want: telemetry.LLMCall{
+				Role: telemetry.LLMClient, Provider: "openai", Model: "gpt-3.5-turbo-0125", Operation: "chat",
+				InputTokens: cnt(57), OutputTokens: cnt(12),
+			},
+		},
+		{
+			name: "OpenInference (span.kind LLM, llm.model_name, token_count, First Token Stream Event)",
+			span: func() *tracepb.Span {
+				s := newSpan("ChatCompletion",
+					str("openinference.span.kind", "LLM"),
+					str("llm.model_name", "gpt-4-0613"),
+					str("llm.provider", "openai"),
+					str("llm.system", "openai"),
+					str("llm.invocation_parameters", `{"temperature": 0.1, "stream": true}`),
+					i64("llm.token_count.prompt", 18),
+					i64("llm.token_count.completion", 7),
+					i64("llm.token_count.total", 25),
+					str("input.mime_type", "application/json"),
+				)
+				s.Events = []*tracepb.Span_Event{{Name: "First Token Stream Event", TimeUnixNano: ns(start.Add(350 * time.Millisecond))}}
+				return s
+			}(),
+			want: telemetry.LLMCall{
+				Role: telemetry.LLMClient, Provider: "openai", Model: "gpt-4-0613",
+				InputTokens: cnt(18), OutputTokens: cnt(7), ClientTTFT: dur(350 * time.Millisecond),
+			},
+		},
+		{
+			name: "Langfuse generation (JSON-quoted completion_start_time, usage_details)",
+			span: newSpan("answer",
+				str("langfuse.observation.type", "generation"),
+				str("langfuse.observation.model.name", "claude-sonnet-4-5"),
+				// The Langfuse SDK JSON-encodes the instant: the quotes
+				// are part of the value.
+				str("langfuse.observation.completion_start_time", `"2026-03-01T11:59:50.488Z"`),
+				str("langfuse.observation.usage_details", `{"input": 10, "output": 5, "cache_read_input_tokens": 2}`),
+				str("langfuse.observation.model.parameters", `{"max_tokens": 1024}`),
+			),
+			want: telemetry.LLMCall{
+				Role: telemetry.LLMClient, Model: "claude-sonnet-4-5",
+				InputTokens: cnt(10), OutputTokens: cnt(5), ClientTTFT: dur(488 * time.Millisecond),
+			},
+		},
+		{
+			name: "Langfuse completion_start_time as unix nanoseconds",
+			span: newSpan("answer",
+				str("langfuse.observation.type", "GENERATION"),
+				str("langfuse.observation.model.name", "gpt-4o"),
+				i64("langfuse.observation.completion_start_time", start.Add(1234567891*time.Nanosecond).UnixNano()),
+			),
+			want: telemetry.LLMCall{Role: telemetry.LLMClient, Model: "gpt-4o", ClientTTFT: dur(1234567891 * time.Nanosecond)},
+		},
+		{
+			name: "Langfuse completion_start_time from Python isoformat (no zone, microseconds)",
+			span: newSpan("answer",
+				str("langfuse.observation.type", "generation"),
+				str("langfuse.observation.completion_start_time", "2026-03-01T11:59:50.250000"),
+			),
+			want: telemetry.LLMCall{Role: telemetry.LLMClient, ClientTTFT: dur(250 * time.Millisecond)},
+		},
+		{
+			name: "first-token span event on a GenAI span without a TTFT attribute",
+			span: func() *tracepb.Span {
+				s := newSpan("chat mistral-large",
+					str("gen_ai.operation.name", "chat"),
+					str("gen_ai.provider.name", "mistral_ai"),
+					str("gen_ai.request.model", "mistral-large-latest"),
+				)
+				s.Events = []*tracepb.Span_Event{
+					{Name: "gen_ai.content.prompt", TimeUnixNano: ns(start.Add(time.Millisecond))},
+					{Name: "gen_ai.first_chunk_received", TimeUnixNano: ns(start.Add(800 * time.Millisecond))},
+					{Name: "First token", TimeUnixNano: ns(start.Add(900 * time.Millisecond))},
+				}
+				return s
+			}(),
+			want: telemetry.LLMCall{
+				Role: telemetry.LLMClient, Provider: "mistral_ai", Model: "mistral-large-latest", Operation: "chat",
+				ClientTTFT: dur(800 * time.Millisecond),
+			},
+		},
+		{
+			name: "the attribute TTFT wins over a first-token event",
+			span: func() *tracepb.Span {
+				s := newSpan("chat", str("gen_ai.provider.name", "openai"), f64("gen_ai.response.time_to_first_chunk", 0.2))
+				s.Events = []*tracepb.Span_Event{{Name: "first_token", TimeUnixNano: ns(start.Add(900 * time.Millisecond))}}
+				return s
+			}(),
+			want: telemetry.LLMCall{Role: telemetry.LLMClient, Provider: "openai", ClientTTFT: dur(200 * time.Millisecond)},
+		},
+		{
+			name: "numbers as strings and doubles; negative, NaN and fractional values dropped",
+			span: newSpan("chat",
+				str("gen_ai.system", "openai"),
+				i64("gen_ai.usage.input_tokens", -5),
+				str("gen_ai.usage.output_tokens", " 12 "),
+				f64("gen_ai.response.time_to_first_chunk", math.NaN()),
+				str("gen_ai.server.ttft", "-0.3"),
+			),
+			want: telemetry.LLMCall{Role: telemetry.LLMClient, Provider: "openai", OutputTokens: cnt(12)},
+		},
+		{
+			name: "a usable later key fills in when the first is unusable",
+			span: newSpan("chat",
+				str("gen_ai.system", "openai"),
+				f64("gen_ai.usage.input_tokens", 12.5),
+				f64("gen_ai.usage.prompt_tokens", 40), // JavaScript sends integers as doubles
+			),
+			want: telemetry.LLMCall{Role: telemetry.LLMClient, Provider: "openai", InputTokens: cnt(40)},
+		},
+		{
+			name: "server latency: negative, Inf and absurd values dropped",
+			span: newSpan("llm_request",
+				f64("gen_ai.latency.time_in_queue", -1),
+				f64("gen_ai.latency.e2e", math.Inf(1)),
+				f64("gen_ai.latency.time_to_first_token", 1e12),
+				str("gen_ai.latency.time_in_model_decode", "0.5"),
+			),
+			want: telemetry.LLMCall{Role: telemetry.LLMServer, DecodeTime: dur(500 * time.Millisecond)},
+		},
+		{
+			name: "a TTFT outside the span is a broken clock, not a figure",
+			span: newSpan("answer",
+				str("langfuse.observation.type", "generation"),
+				str("langfuse.observation.completion_start_time", "2026-03-01T11:59:40Z"),
+			),
+			want: telemetry.LLMCall{Role: telemetry.LLMClient},
+		},
+		{
+			name: "OpenInference span of another kind is not an LLM call",
+			span: newSpan("retrieve", str("openinference.span.kind", "RETRIEVER"), str("llm.model_name", "text-embedding-3-small")),
+			want: telemetry.LLMCall{},
+		},
+		{
+			name: "GenAI agent span is not an LLM call, though it names a provider",
+			span: newSpan("invoke_agent travel-planner",
+				str("gen_ai.operation.name", "invoke_agent"),
+				str("gen_ai.provider.name", "openai"),
+				str("gen_ai.agent.name", "travel-planner"),
+				i64("gen_ai.usage.input_tokens", 9000),
+			),
+			want: telemetry.LLMCall{},
+		},
+		{
+			name: "non-LLM app span",
+			span: newSpan("GET /api/answer",
+				str("http.request.method", "GET"),
+				str("url.path", "/api/answer"),
+				i64("http.response.status_code", 200),
+			),
+			want: telemetry.LLMCall{},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Traces(7, traceRequest([]*commonpb.KeyValue{str("service.name", "chat-api")}, tc.span), now, Limits{})
+			if res.Rejected != 0 || len(res.Spans) != 1 {
+				t.Fatalf("got %d spans, %d rejected (%v); want 1 span", len(res.Spans), res.Rejected, res.Errors)
+			}
+			if got := res.Spans[0].LLM; !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("LLM fields\n got %s\nwant %s", describe(got), describe(tc.want))
+			}
+		})
+	}
+}
+
+// describe prints an LLMCall with its pointers dereferenced.
+func describe(c telemetry.LLMCall) string {
+	p := func(v any) string {
+		switch x := v.(type) {
+		case *int64:
+			if x != nil {
+				return fmt.Sprint(*x)
+			}
+		case *time.Duration:
+			if x != nil {
+				return x.String()
+			}
+		}
+		return "nil"
+	}
+	return fmt.Sprintf("{role=%s provider=%q model=%q op=%q in=%s out=%s ttft=%s queue=%s prefill=%s sttft=%s decode=%s e2e=%s}",
+		c.Role, c.Provider, c.Model, c.Operation, p(c.InputTokens), p(c.OutputTokens), p(c.ClientTTFT),
+		p(c.QueueTime), p(c.PrefillTime), p(c.ServerTTFT), p(c.DecodeTime), p(c.ServerE2E))
+}
+
+// TestTracesIdentity checks the non-LLM fields of a span: ids, names,
+// resource identity, kind, status, attributes and events.
+func TestTracesIdentity(t *testing.T) {
+	s := newSpan("POST /v1/chat/completions",
+		str("http.request.method", "POST"),
+		i64("http.response.status_code", 503),
+		f64("retry.backoff", 0.5),
+		boolean("stream", true),
+		kv("tags", arr(sv("a"), iv(1), &commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{BoolValue: true}})),
+		kv("user", kvlist(str("tier", `gold "vip"`), i64("id", 42))),
+		kv("raw", &commonpb.AnyValue{Value: &commonpb.AnyValue_BytesValue{BytesValue: []byte{0xde, 0xad}}}),
+		kv("empty", nil),
+	)
+	s.Kind = tracepb.Span_SPAN_KIND_SERVER
+	s.Status = &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR, Message: "upstream overloaded"}
+	s.Events = []*tracepb.Span_Event{{Name: "exception", TimeUnixNano: ns(start.Add(time.Second))}}
+	root := newSpan("root")
+	root.SpanId = []byte{1, 2, 3, 4, 5, 6, 7, 8}
+	root.ParentSpanId = nil
+	root.Kind = tracepb.Span_SPAN_KIND_UNSPECIFIED
+
+	res := Traces(7, traceRequest([]*commonpb.KeyValue{
+		str("service.name", "gateway"),
+		str("k8s.pod.name", "gateway-7d9f-abcde"),
+		str("host.name", "node-3"),
+		i64("process.pid", 4242),
+	}, s, root), now, Limits{})
+	if len(res.Spans) != 2 {
+		t.Fatalf("got %d spans (%v), want 2", len(res.Spans), res.Errors)
+	}
+	got := res.Spans[0]
+	want := telemetry.Span{
+		ProjectID:     7,
+		TraceID:       "4bf92f3577b34da6a3ce929d0e0e4736",
+		SpanID:        "00f067aa0ba902b7",
+		ParentSpanID:  "53995c3f42cd8ad8",
+		Service:       "gateway",
+		Instance:      "gateway-7d9f-abcde", // no service.instance.id: the pod wins over the host
+		Name:          "POST /v1/chat/completions",
+		Kind:          "server",
+		Start:         start,
+		End:           start.Add(2500 * time.Millisecond),
+		StatusCode:    "error",
+		StatusMessage: "upstream overloaded",
+		Attributes: map[string]string{
+			"http.request.method":       "POST",
+			"http.response.status_code": "503",
+			"retry.backoff":             "0.5",
+			"stream":                    "true",
+			"tags":                      `["a",1,true]`,
+			"user":                      `{"tier":"gold \"vip\"","id":42}`,
+			"raw":                       "3q0=",
+			"empty":                     "",
+		},
+		Resource: map[string]string{
+			"service.name": "gateway", "k8s.pod.name": "gateway-7d9f-abcde", "host.name": "node-3", "process.pid": "4242",
+		},
+		EventNames: []string{"exception"},
+		EventTimes: []time.Time{start.Add(time.Second)},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("span\n got %+v\nwant %+v", got, want)
+	}
+	if r := res.Spans[1]; r.ParentSpanID != "" || r.Kind != "internal" || r.StatusCode != "unset" {
+		t.Errorf("root span: parent=%q kind=%q status=%q, want \"\", internal, unset", r.ParentSpanID, r.Kind, r.StatusCode)
+	}
+}
+
+func TestTracesServiceAndInstanceDefaults(t *testing.T) {
+	tests := []struct {
+		resource              []*commonpb.KeyValue
+		service, instanceWant string
+	}{
+		{nil, "unknown_service", ""},
+		{[]*commonpb.KeyValue{str("service.name", "")}, "unknown_service", ""},
+		{[]*commonpb.KeyValue{str("service.name", "rag"), str("host.name", "h1")}, "rag", "h1"},
+		{[]*commonpb.KeyValue{str("service.instance.id", "627cc493"), str("k8s.pod.name", "p"), str("host.name", "h")}, "unknown_service", "627cc493"},
+	}
+	for _, tc := range tests {
+		res := Traces(1, traceRequest(tc.resource, newSpan("x")), now, Limits{})
+		if len(res.Spans) != 1 {
+			t.Fatalf("resource %v: span rejected: %v", tc.resource, res.Errors)
+		}
+		if got := res.Spans[0]; got.Service != tc.service || got.Instance != tc.instanceWant {
+			t.Errorf("resource %v: service=%q instance=%q, want %q %q", tc.resource, got.Service, got.Instance, tc.service, tc.instanceWant)
+		}
+	}
+}
+
+// TestTracesRejects: corrupt spans are counted and explained, and do not
+// take the valid spans of the same request down with them.
+func TestTracesRejects(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*tracepb.Span)
+		reason string
+	}{
+		{"zero trace id", func(s *tracepb.Span) { s.TraceId = make([]byte, 16) }, "trace_id"},
+		{"short trace id", func(s *tracepb.Span) { s.TraceId = traceID[:8] }, "trace_id"},
+		{"zero span id", func(s *tracepb.Span) { s.SpanId = make([]byte, 8) }, "span_id"},
+		{"missing span id", func(s *tracepb.Span) { s.SpanId = nil }, "span_id"},
+		{"bad parent id", func(s *tracepb.Span) { s.ParentSpanId = []byte{1, 2, 3} }, "parent_span_id"},
+		{"1970 timestamp", func(s *tracepb.Span) {
+			s.StartTimeUnixNano = 1_000_000
+			s.EndTimeUnixNano = 2_000_000
+		}, "before 2000-01-01"},
+		{"unset timestamps", func(s *tracepb.Span) { s.StartTimeUnixNano, s.EndTimeUnixNano = 0, 0 }, "before 2000-01-01"},
+		{"year 2300", func(s *tracepb.Span) {
+			s.StartTimeUnixNano = year2300
+			s.EndTimeUnixNano = year2300 + 1
+		}, "in the future"},
+		{"two days ahead", func(s *tracepb.Span) {
+			s.StartTimeUnixNano = ns(now.Add(48 * time.Hour))
+			s.EndTimeUnixNano = ns(now.Add(49 * time.Hour))
+		}, "in the future"},
+		{"end before start", func(s *tracepb.Span) { s.EndTimeUnixNano = s.StartTimeUnixNano - 1 }, "end time before start"},
+		{"uint64 max", func(s *tracepb.Span) { s.StartTimeUnixNano, s.EndTimeUnixNano = math.MaxUint64, math.MaxUint64 }, "in the future"},
+		{"end in the far future", func(s *tracepb.Span) { s.EndTimeUnixNano = ns(now.Add(30 * 24 * time.Hour)) }, "in the future"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := newSpan("bad")
+			tc.mutate(bad)
+			good := newSpan("good")
+			good.SpanId = []byte{9, 9, 9, 9, 9, 9, 9, 9}
+			res := Traces(1, traceRequest(nil, bad, good), now, Limits{})
+			if res.Rejected != 1 || len(res.Spans) != 1 || res.Spans[0].Name != "good" {
+				t.Fatalf("rejected=%d spans=%d, want 1 rejected and the good span kept", res.Rejected, len(res.Spans))
+			}
+			if len(res.Errors) != 1 || !strings.Contains(res.Errors[0], tc.reason) {
+				t.Errorf("errors %q, want one mentioning %q", res.Errors, tc.reason)
+			}
+		})
+	}
+}
+
+func TestTracesErrorsAreCapped(t *testing.T) {
+	var spans []*tracepb.Span
+	for range 50 {
+		s := newSpan("bad")
+		s.TraceId = nil
+		spans = append(spans, s)
+	}
+	res := Traces(1, traceRequest(nil, spans...), now, Limits{})
+	if res.Rejected != 50 || len(res.Errors) != maxErrors {
+		t.Errorf("rejected=%d errors=%d, want 50 and %d", res.Rejected, len(res.Errors), maxErrors)
+	}
+}
+
+// TestTracesClamps: hostile sizes are clamped, not rejected.
+func TestTracesClamps(t *testing.T) {
+	t.Run("10k attributes keep 256, but an LLM key far down is still read", func(t *testing.T) {
+		var attrs []*commonpb.KeyValue
+		for i := range 10_000 {
+			attrs = append(attrs, i64(fmt.Sprintf("attr.%05d", i), int64(i)))
+		}
+		attrs[9000] = str("gen_ai.request.model", "gpt-4o")
+		attrs[9001] = str("gen_ai.provider.name", "openai")
+		res := Traces(1, traceRequest(nil, newSpan("chat", attrs...)), now, Limits{})
+		if len(res.Spans) != 1 {
+			t.Fatalf("span rejected: %v", res.Errors)
+		}
+		s := res.Spans[0]
+		if len(s.Attributes) != 256 || s.Attributes["attr.00255"] != "255" || s.Attributes["attr.00256"] != "" {
+			t.Errorf("kept %d attributes (attr.00255=%q), want the first 256", len(s.Attributes), s.Attributes["attr.00255"])
+		}
+		if s.LLM.Model != "gpt-4o" || s.LLM.Role != telemetry.LLMClient {
+			t.Errorf("LLM = %s, want client gpt-4o", describe(s.LLM))
+		}
+	})
+	t.Run("custom MaxAttributes", func(t *testing.T) {
+		res := Traces(1, traceRequest(nil, newSpan("x", str("a", "1"), str("b", "2"), str("c", "3"))), now, Limits{MaxAttributes: 2})
+		if got := res.Spans[0].Attributes; len(got) != 2 || got["c"] != "" {
+			t.Errorf("attributes %v, want a and b only", got)
+		}
+	})
+	t.Run("1 MB value cut to 16 KiB on a rune boundary", func(t *testing.T) {
+		big := strings.Repeat("é", 512*1024) // 2-byte runes, 1 MiB
+		res := Traces(1, traceRequest(nil, newSpan("x", str("input.value", big))), now, Limits{})
+		v := res.Spans[0].Attributes["input.value"]
+		if len(v) != 16*1024 || !utf8.ValidString(v) {
+			t.Errorf("value is %d bytes (valid UTF-8: %v), want 16384 valid", len(v), utf8.ValidString(v))
+		}
+	})
+	t.Run("huge array rendered as JSON, cut to the limit", func(t *testing.T) {
+		var vs []*commonpb.AnyValue
+		for i := range 100_000 {
+			vs = append(vs, iv(int64(i)))
+		}
+		res := Traces(1, traceRequest(nil, newSpan("x", kv("embedding", arr(vs...)))), now, Limits{MaxValueBytes: 100})
+		if v := res.Spans[0].Attributes["embedding"]; len(v) != 100 || !strings.HasPrefix(v, "[0,1,2,") {
+			t.Errorf("value %q (%d bytes), want the first 100 bytes of the JSON", v, len(v))
+		}
+	})
+	t.Run("long key cut to 256 bytes, long name to 1 KiB", func(t *testing.T) {
+		s := newSpan(strings.Repeat("n", 5000), str(strings.Repeat("k", 1000), "v"))
+		res := Traces(1, traceRequest(nil, s), now, Limits{})
+		got := res.Spans[0]
+		if len(got.Name) != 1024 {
+			t.Errorf("name is %d bytes, want 1024", len(got.Name))
+		}
+		if got.Attributes[strings.Repeat("k", 256)] != "v" {
+			t.Errorf("attributes %v, want the key cut to 256 bytes", keys(got.Attributes))
+		}
+	})
+	t.Run("invalid UTF-8 replaced with U+FFFD", func(t *testing.T) {
+		s := newSpan("chat \xff\xfe", str("gen_ai.request.model", "gpt\xc3"), str("k\x80", "v\xe2\x82"), str("gen_ai.system", "openai"))
+		s.Events = []*tracepb.Span_Event{{Name: "ev\xff", TimeUnixNano: ns(start)}}
+		res := Traces(1, traceRequest([]*commonpb.KeyValue{str("service.name", "svc\xff")}, s), now, Limits{})
+		got := res.Spans[0]
+		if got.Name != "chat \uFFFD" || got.LLM.Model != "gpt\uFFFD" || got.Attributes["k\uFFFD"] != "v\uFFFD" ||
+			got.Service != "svc\uFFFD" || got.EventNames[0] != "ev\uFFFD" {
+			t.Errorf("name=%q model=%q attrs=%q service=%q events=%q", got.Name, got.LLM.Model, got.Attributes, got.Service, got.EventNames)
+		}
+	})
+	t.Run("deeply nested kvlist stops at the depth limit", func(t *testing.T) {
+		v := sv("leaf")
+		for range 100 {
+			v = kvlist(kv("a", v))
+		}
+		res := Traces(1, traceRequest(nil, newSpan("x", kv("deep", v))), now, Limits{})
+		if got := res.Spans[0].Attributes["deep"]; !strings.Contains(got, "null") || strings.Contains(got, "leaf") {
+			t.Errorf("deep = %q, want nesting cut with null", got)
+		}
+	})
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestValueString(t *testing.T) {
+	tests := []struct {
+		in   *commonpb.AnyValue
+		want string
+	}{
+		{iv(-42), "-42"},
+		{&commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: 3}}, "3"},
+		{&commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: 0.1}}, "0.1"},
+		{&commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: 1e21}}, "1e+21"},
+		{&commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: math.Inf(-1)}}, "-Inf"},
+		{&commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{BoolValue: false}}, "false"},
+		{arr(), "[]"},
+		{kvlist(), "{}"},
+		{arr(sv("tab\there"), sv("\x01"), &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: math.NaN()}}), `["tab\there","\u0001","NaN"]`},
+		{arr(nil, &commonpb.AnyValue{}), "[null,null]"},
+		{&commonpb.AnyValue{Value: &commonpb.AnyValue_StringValueStrindex{StringValueStrindex: 3}}, ""},
+		{nil, ""},
+	}
+	for _, tc := range tests {
+		if got := valueString(tc.in, 1024); got != tc.want {
+			t.Errorf("valueString(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,248 @@
+package ingest
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// HTTPHandler serves OTLP/HTTP: /v1/traces, /v1/metrics and /v1/logs, in
+// protobuf or JSON, optionally gzip-compressed, answering in the request's
+// encoding as the OTLP specification asks.
+func (r *Receiver) HTTPHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/traces", r.handle("traces", func() proto.Message { return &coltracepb.ExportTraceServiceRequest{} },
+		func(ctx context.Context, p uint32, m proto.Message) (proto.Message, error) {
+			return r.exportTraces(ctx, p, m.(*coltracepb.ExportTraceServiceRequest), "http")
+		}))
+	mux.HandleFunc("/v1/metrics", r.handle("metrics", func() proto.Message { return &colmetricspb.ExportMetricsServiceRequest{} },
+		func(ctx context.Context, p uint32, m proto.Message) (proto.Message, error) {
+			return r.exportMetrics(ctx, p, m.(*colmetricspb.ExportMetricsServiceRequest), "http")
+		}))
+	mux.HandleFunc("/v1/logs", r.handle("logs", func() proto.Message { return &collogspb.ExportLogsServiceRequest{} },
+		func(ctx context.Context, p uint32, m proto.Message) (proto.Message, error) {
+			return r.exportLogs(ctx, p, m.(*collogspb.ExportLogsServiceRequest), "http")
+		}))
+	return mux
+}
+
+type encoding int
+
+const (
+	encProto encoding = iota
+	encJSON
+)
+
+func (r *Receiver) handle(signal string, newReq func() proto.Message, export func(context.Context, uint32, proto.Message) (proto.Message, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) {
+		enc := encProto
+		mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
+		switch mt {
+		case "application/x-protobuf", "application/protobuf":
+		case "application/json":
+			enc = encJSON
+		default:
+			r.fail(w, enc, signal, http.StatusUnsupportedMediaType, "unsupported Content-Type %q: send application/x-protobuf or application/json", mt)
+			return
+		}
+		if req.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			r.fail(w, enc, signal, http.StatusMethodNotAllowed, "use POST")
+			return
+		}
+		project, err := r.authenticate(req.Context(), req.Header.Get("Authorization"))
+		if err != nil {
+			code := http.StatusUnauthorized
+			if errors.Is(err, errAuthUnavailable) {
+				code = http.StatusServiceUnavailable
+				w.Header().Set("Retry-After", "5")
+			}
+			r.fail(w, enc, signal, code, "%s", err.Error())
+			return
+		}
+		body, code, err := r.readBody(w, req)
+		if err != nil {
+			r.fail(w, enc, signal, code, "%s", err.Error())
+			return
+		}
+		msg := newReq()
+		if err := unmarshal(enc, body, msg); err != nil {
+			r.fail(w, enc, signal, http.StatusBadRequest, "malformed OTLP %s %s: %v", signal, map[encoding]string{encProto: "protobuf", encJSON: "JSON"}[enc], err)
+			return
+		}
+		resp, err := export(req.Context(), project, msg)
+		if err != nil {
+			switch {
+			case errors.Is(err, ErrOverloaded):
+				w.Header().Set("Retry-After", "2")
+				r.fail(w, enc, signal, http.StatusTooManyRequests, "%s", err.Error())
+			default:
+				r.Log.Error("otlp export failed", "signal", signal, "err", err)
+				w.Header().Set("Retry-After", "5")
+				r.fail(w, enc, signal, http.StatusServiceUnavailable, "could not store the export: %v", err)
+			}
+			return
+		}
+		r.Pipeline.Metrics.Requests.WithLabelValues(signal, "http", "ok").Inc()
+		r.write(w, enc, http.StatusOK, resp)
+	}
+}
+
+// readBody reads at most MaxBodyBytes, before and after gzip, so neither a
+// huge body nor a gzip bomb can exhaust memory.
+func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request) ([]byte, int, error) {
+	limit := r.MaxBodyBytes
+	if limit <= 0 {
+		limit = 16 << 20
+	}
+	var src io.Reader = http.MaxBytesReader(w, req.Body, limit)
+	switch ce := strings.ToLower(strings.TrimSpace(req.Header.Get("Content-Encoding"))); ce {
+	case "", "identity":
+	case "gzip":
+		zr, err := gzip.NewReader(src)
+		if err != nil {
+			return nil, tooLargeOr(err, http.StatusBadRequest), fmt.Errorf("invalid gzip body: %w", err)
+		}
+		defer zr.Close()
+		src = zr
+	default:
+		return nil, http.StatusUnsupportedMediaType, fmt.Errorf("unsupported Content-Encoding %q: send gzip or none", ce)
+	}
+	body, err := io.ReadAll(io.LimitReader(src, limit+1))
+	if err != nil {
+		return nil, tooLargeOr(err, http.StatusBadRequest), fmt.Errorf("read body: %w", err)
+	}
+	if int64(len(body)) > limit {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("body exceeds %d bytes after decompression (TOKENPATH_MAX_BODY_BYTES)", limit)
+	}
+	return body, 0, nil
+}
+
+func tooLargeOr(err error, code int) int {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return http.StatusRequestEntityTooLarge
+	}
+	return code
+}
+
+func unmarshal(enc encoding, body []byte, msg proto.Message) error {
+	if enc == encProto {
+		return proto.Unmarshal(body, msg)
+	}
+	fixed, err := hexIDsToBase64(body)
+	if err != nil {
+		return err
+	}
+	return protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(fixed, msg)
+}
+
+// OTLP/JSON writes trace and span ids as hex, while protojson expects bytes
+// fields in base64; rewrite those fields before decoding.
+var idFields = map[string]int{"traceId": 16, "spanId": 8, "parentSpanId": 8}
+
+func hexIDsToBase64(body []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if err := fixIDs(v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}
+
+func fixIDs(v any) error {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if n, ok := idFields[k]; ok {
+				if s, ok := e.(string); ok && s != "" {
+					b, err := hex.DecodeString(s)
+					if err != nil || len(b) != n {
+						return fmt.Errorf("%s %q is not %d hex-encoded bytes", k, s, n)
+					}
+					x[k] = base64.StdEncoding.EncodeToString(b)
+				}
+				continue
+			}
+			if err := fixIDs(e); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if err := fixIDs(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (r *Receiver) write(w http.ResponseWriter, enc encoding, code int, msg proto.Message) {
+	var (
+		out []byte
+		err error
+	)
+	if enc == encJSON {
+		w.Header().Set("Content-Type", "application/json")
+		out, err = protojson.Marshal(msg)
+	} else {
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		out, err = proto.Marshal(msg)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.WriteHeader(code)
+	_, _ = w.Write(out)
+}
+
+// fail answers with a google.rpc.Status body, as OTLP/HTTP specifies.
+func (r *Receiver) fail(w http.ResponseWriter, enc encoding, signal string, code int, format string, args ...any) {
+	outcome := "error"
+	switch code {
+	case http.StatusTooManyRequests:
+		outcome = "overloaded"
+	case http.StatusUnauthorized:
+		outcome = "unauthenticated"
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
+		outcome = "invalid"
+	}
+	r.Pipeline.Metrics.Requests.WithLabelValues(signal, "http", outcome).Inc()
+	r.write(w, enc, code, &status.Status{Code: int32(httpToGRPCCode(code)), Message: fmt.Sprintf(format, args...)})
+}
+
+func httpToGRPCCode(code int) int {
+	switch code {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
+		return 3 // InvalidArgument
+	case http.StatusUnauthorized:
+		return 16 // Unauthenticated
+	case http.StatusTooManyRequests:
+		return 8 // ResourceExhausted
+	case http.StatusServiceUnavailable:
+		return 14 // Unavailable
+	}
+	return 2 // Unknown
+}

@@ -1,0 +1,348 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tokenpath/tokenpath/ingest/normalize"
+	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+// Inserter is the part of the event store the pipeline writes to.
+type Inserter interface {
+	Insert(ctx context.Context, b *clickhouse.Batch) error
+}
+
+// Rows are normalized telemetry ready for ClickHouse.
+type Rows struct {
+	Spans  []telemetry.Span
+	Points []telemetry.MetricPoint
+	Events []telemetry.Event
+}
+
+func (r *Rows) add(o Rows) {
+	r.Spans = append(r.Spans, o.Spans...)
+	r.Points = append(r.Points, o.Points...)
+	r.Events = append(r.Events, o.Events...)
+}
+
+func (r *Rows) count() int { return len(r.Spans) + len(r.Points) + len(r.Events) }
+
+// ErrOverloaded means the write path is saturated; exporters should back
+// off and retry (HTTP 429, gRPC RESOURCE_EXHAUSTED).
+var ErrOverloaded = errors.New("tokenpath is ingesting at capacity; retry later")
+
+// PipelineConfig tunes the batching writer; zero values take defaults.
+type PipelineConfig struct {
+	FlushInterval  time.Duration // how often the current WAL segment is sealed and written (default 500ms)
+	MaxPendingRows int           // rows acknowledged but not yet in ClickHouse before exports get ErrOverloaded (default 500k)
+	Limits         normalize.Limits
+}
+
+// Pipeline is the single batching writer: receivers Submit acknowledged
+// exports (fsynced to the WAL), and Run writes sealed segments to
+// ClickHouse in large batches, then deletes them. Rows normalized by the
+// receiver are kept in memory per segment so the common path normalizes
+// once; after a crash, segments are replayed from the log.
+type Pipeline struct {
+	cfg     PipelineConfig
+	wal     *WAL
+	store   Inserter
+	log     *slog.Logger
+	Metrics *Metrics
+
+	// rot is held shared by Submit from WAL append to registering its rows,
+	// and exclusively by Flush while sealing a segment, so a sealed segment
+	// never has rows still on their way into pending.
+	rot     sync.RWMutex
+	mu      sync.Mutex
+	pending map[uint64]*Rows // segment seq → rows not yet written
+	nPend   atomic.Int64
+	kick    chan struct{}
+
+	instMu    sync.Mutex
+	instances map[instanceKey]bool
+
+	// OnWritten, when set, is told each time rows reach ClickHouse.
+	OnWritten func(Rows)
+}
+
+type instanceKey struct {
+	project           uint32
+	service, instance string
+}
+
+// NewPipeline opens the write-ahead log in walDir.
+func NewPipeline(walDir string, store Inserter, cfg PipelineConfig, log *slog.Logger) (*Pipeline, error) {
+	if cfg.FlushInterval <= 0 {
+		cfg.FlushInterval = 500 * time.Millisecond
+	}
+	if cfg.MaxPendingRows <= 0 {
+		cfg.MaxPendingRows = 500_000
+	}
+	wal, err := OpenWAL(walDir)
+	if err != nil {
+		return nil, err
+	}
+	return &Pipeline{cfg: cfg, wal: wal, store: store, log: log, Metrics: NewMetrics(),
+		pending: map[uint64]*Rows{}, kick: make(chan struct{}, 1), instances: map[instanceKey]bool{}}, nil
+}
+
+// KnowInstances seeds the set of inference instances already seen, so a
+// restart does not report them as new.
+func (p *Pipeline) KnowInstances(project uint32, service, instance string) {
+	p.instMu.Lock()
+	p.instances[instanceKey{project, service, instance}] = true
+	p.instMu.Unlock()
+}
+
+// Submit makes an export durable: after it returns nil the data survives a
+// crash and will reach ClickHouse exactly once (retries fold by key).
+func (p *Pipeline) Submit(ctx context.Context, rec Record, rows Rows) error {
+	n := rows.count()
+	if n == 0 {
+		return nil
+	}
+	if int(p.nPend.Load())+n > p.cfg.MaxPendingRows {
+		p.Metrics.Overloaded.Inc()
+		return ErrOverloaded
+	}
+	if rec.Received.IsZero() {
+		rec.Received = time.Now()
+	}
+	// Count before appending so the flusher never sees a segment whose rows
+	// are not registered yet.
+	p.nPend.Add(int64(n))
+	p.rot.RLock()
+	seq, err := p.wal.Append(ctx, rec)
+	if err != nil {
+		p.rot.RUnlock()
+		p.nPend.Add(-int64(n))
+		return err
+	}
+	p.mu.Lock()
+	r := p.pending[seq]
+	if r == nil {
+		r = &Rows{}
+		p.pending[seq] = r
+	}
+	r.add(rows)
+	p.mu.Unlock()
+	p.rot.RUnlock()
+	p.Metrics.QueueDepth.Set(float64(p.nPend.Load()))
+	if p.nPend.Load() > int64(p.cfg.MaxPendingRows/4) {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// Run writes sealed segments until ctx is done, then writes what is left.
+func (p *Pipeline) Run(ctx context.Context) {
+	t := time.NewTicker(p.cfg.FlushInterval)
+	defer t.Stop()
+	backoff := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			flushCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if err := p.Flush(flushCtx); err != nil {
+				p.log.Warn("final flush incomplete; the write-ahead log keeps the rest for the next start", "err", err)
+			}
+			cancel()
+			_ = p.wal.Close()
+			return
+		case <-t.C:
+		case <-p.kick:
+		}
+		if backoff > 0 {
+			select {
+			case <-ctx.Done():
+				continue
+			case <-time.After(backoff):
+			}
+		}
+		if err := p.Flush(ctx); err != nil && ctx.Err() == nil {
+			backoff = min(max(backoff*2, time.Second), 30*time.Second)
+			p.log.Error("writing telemetry to clickhouse failed; keeping it in the write-ahead log", "err", err, "retry_in", backoff)
+			continue
+		}
+		backoff = 0
+	}
+}
+
+// Flush seals the current segment and writes every sealed segment.
+func (p *Pipeline) Flush(ctx context.Context) error {
+	p.rot.Lock()
+	_, err := p.wal.Rotate()
+	p.rot.Unlock()
+	if err != nil {
+		return fmt.Errorf("rotate wal: %w", err)
+	}
+	segs, err := p.wal.Sealed()
+	if err != nil {
+		return err
+	}
+	for _, s := range segs {
+		if err := p.writeSegment(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Pipeline) writeSegment(ctx context.Context, s Segment) error {
+	p.mu.Lock()
+	rows, inMemory := p.pending[s.Seq]
+	p.mu.Unlock()
+	if !inMemory {
+		// Written before a restart: normalize again from the log.
+		recs, err := ReadSegment(s.Path)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", s.Path, err)
+		}
+		rows = &Rows{}
+		for _, rec := range recs {
+			r, err := DecodeRecord(rec, p.cfg.Limits)
+			if err != nil {
+				p.log.Error("dropping unreadable write-ahead log record", "segment", s.Path, "err", err)
+				continue
+			}
+			rows.add(r)
+		}
+		if n := rows.count(); n > 0 {
+			p.log.Info("replaying write-ahead log segment", "segment", s.Path, "rows", n)
+		}
+	}
+	acked := rows.count()
+	rows.Events = append(rows.Events, p.newInstances(rows)...)
+	t0 := time.Now()
+	if err := p.insert(ctx, rows); err != nil {
+		return err
+	}
+	p.Metrics.WriteLatency.Observe(time.Since(t0).Seconds())
+	p.Metrics.Written.Add(float64(rows.count()))
+	if err := p.wal.Remove(s); err != nil {
+		return fmt.Errorf("remove segment: %w", err)
+	}
+	if inMemory {
+		p.mu.Lock()
+		delete(p.pending, s.Seq)
+		p.mu.Unlock()
+		p.nPend.Add(-int64(acked))
+	}
+	p.Metrics.QueueDepth.Set(float64(max(p.nPend.Load(), 0)))
+	if p.OnWritten != nil {
+		p.OnWritten(*rows)
+	}
+	return nil
+}
+
+// insertChunk bounds one INSERT so a large replay does not build one huge block.
+const insertChunk = 200_000
+
+func (p *Pipeline) insert(ctx context.Context, rows *Rows) error {
+	for i := 0; i < len(rows.Spans); i += insertChunk {
+		if err := p.store.Insert(ctx, clickhouse.SpansBatch(rows.Spans[i:min(i+insertChunk, len(rows.Spans))])); err != nil {
+			return err
+		}
+	}
+	for i := 0; i < len(rows.Points); i += insertChunk {
+		if err := p.store.Insert(ctx, clickhouse.MetricsBatch(rows.Points[i:min(i+insertChunk, len(rows.Points))])); err != nil {
+			return err
+		}
+	}
+	if len(rows.Events) > 0 {
+		if err := p.store.Insert(ctx, clickhouse.EventsBatch(rows.Events)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newInstances infers an instance_started event the first time an
+// inference instance shows up (a server span or a metric point), at the
+// earliest time it was seen in this batch.
+func (p *Pipeline) newInstances(rows *Rows) []telemetry.Event {
+	first := map[instanceKey]time.Time{}
+	note := func(k instanceKey, t time.Time) {
+		if k.instance == "" {
+			return
+		}
+		if f, ok := first[k]; !ok || t.Before(f) {
+			first[k] = t
+		}
+	}
+	for i := range rows.Spans {
+		s := &rows.Spans[i]
+		if s.LLM.Role == telemetry.LLMServer {
+			note(instanceKey{s.ProjectID, s.Service, s.Instance}, s.Start)
+		}
+	}
+	for i := range rows.Points {
+		pt := &rows.Points[i]
+		switch pt.Name {
+		case "kv_cache_usage", "requests_waiting", "requests_running":
+			note(instanceKey{pt.ProjectID, pt.Service, pt.Instance}, pt.Time)
+		}
+	}
+	p.instMu.Lock()
+	defer p.instMu.Unlock()
+	var out []telemetry.Event
+	for k, t := range first {
+		if p.instances[k] {
+			continue
+		}
+		p.instances[k] = true
+		out = append(out, telemetry.Event{ProjectID: k.project, Time: t, Kind: telemetry.EventInstanceStarted,
+			Service: k.service, Instance: k.instance, Reason: "first seen", Source: "tokenpath"})
+	}
+	return out
+}
+
+// DecodeRecord turns a WAL record back into rows.
+func DecodeRecord(rec Record, lim normalize.Limits) (Rows, error) {
+	switch rec.Kind {
+	case KindTraces:
+		var req coltracepb.ExportTraceServiceRequest
+		if err := proto.Unmarshal(rec.Payload, &req); err != nil {
+			return Rows{}, err
+		}
+		return Rows{Spans: normalize.Traces(rec.ProjectID, &req, rec.Received, lim).Spans}, nil
+	case KindMetrics:
+		var req colmetricspb.ExportMetricsServiceRequest
+		if err := proto.Unmarshal(rec.Payload, &req); err != nil {
+			return Rows{}, err
+		}
+		return Rows{Points: normalize.Metrics(rec.ProjectID, &req, rec.Received, lim).Points}, nil
+	case KindLogs:
+		var req collogspb.ExportLogsServiceRequest
+		if err := proto.Unmarshal(rec.Payload, &req); err != nil {
+			return Rows{}, err
+		}
+		return Rows{Events: normalize.Logs(rec.ProjectID, &req, rec.Received, lim).Events}, nil
+	case KindEvents:
+		var evs []telemetry.Event
+		err := json.Unmarshal(rec.Payload, &evs)
+		return Rows{Events: evs}, err
+	case KindPoints:
+		var pts []telemetry.MetricPoint
+		err := json.Unmarshal(rec.Payload, &pts)
+		return Rows{Points: pts}, err
+	}
+	return Rows{}, fmt.Errorf("unknown record kind %d", rec.Kind)
+}
