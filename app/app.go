@@ -18,6 +18,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/auth"
 	"github.com/tokenpath/tokenpath/config"
 	"github.com/tokenpath/tokenpath/ingest"
@@ -47,12 +48,13 @@ func NewLogger(cfg *config.Config) *slog.Logger {
 
 // App is a running server.
 type App struct {
-	Config *config.Config
-	Log    *slog.Logger
-	PG     *postgres.Store
-	CH     *clickhouse.Store
-	Ingest *ingest.Receiver
-	Keys   *auth.Cache
+	Config  *config.Config
+	Log     *slog.Logger
+	PG      *postgres.Store
+	CH      *clickhouse.Store
+	Ingest  *ingest.Receiver
+	Keys    *auth.Cache
+	Queries *analysis.Queries
 
 	// Bound addresses (useful when the config asked for port 0).
 	HTTPAddr, OTLPHTTPAddr, OTLPGRPCAddr string
@@ -94,10 +96,18 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	a.workers.Add(1)
 	go func() { defer a.workers.Done(); pipe.Run(workCtx) }()
 
+	asm := &analysis.Assembler{CH: a.CH, PG: a.PG, Log: log}
+	a.workers.Add(1)
+	go func() { defer a.workers.Done(); asm.Run(workCtx) }()
+	a.Queries = &analysis.Queries{CH: a.CH}
+
 	app := web.New(web.Deps{
 		Log:     log,
 		Stores:  map[string]web.Pinger{"postgres": a.PG, "clickhouse": a.CH},
 		Metrics: pipe.Metrics.Registry,
+		Queries: a.Queries,
+		Keys:    a.Keys,
+		Events:  a.Ingest,
 	})
 	if a.HTTPAddr, err = a.serveHTTP(cfg.HTTPAddr, app); err != nil {
 		return nil, err

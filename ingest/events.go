@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -119,3 +120,19 @@ func (r *Receiver) SubmitPoints(ctx context.Context, project uint32, points []te
 	}
 	return r.Pipeline.Submit(ctx, Record{Kind: KindPoints, ProjectID: project, Received: r.now(), Payload: payload}, Rows{Points: points})
 }
+
+// IntakeEvents parses a webhook body and makes its events durable; it
+// returns how many were accepted. Parse errors wrap ErrInvalidEvents.
+func (r *Receiver) IntakeEvents(ctx context.Context, project uint32, body []byte) (int, error) {
+	evs, err := ParseEvents(body, project, r.now())
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrInvalidEvents, err)
+	}
+	if err := r.SubmitEvents(ctx, project, evs); err != nil {
+		return 0, err
+	}
+	return len(evs), nil
+}
+
+// ErrInvalidEvents marks a webhook body the client must fix.
+var ErrInvalidEvents = errors.New("invalid events")

@@ -5,6 +5,8 @@ package web
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -13,6 +15,8 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tokenpath/tokenpath/analysis/diagnose"
 )
 
 // Pinger is a store that can say whether it answers.
@@ -26,7 +30,16 @@ type Deps struct {
 	// Stores are checked by /readyz, by name.
 	Stores map[string]Pinger
 	// Metrics is Tokenpath's own Prometheus registry, served at /metrics.
-	Metrics *prometheus.Registry
+	Metrics  *prometheus.Registry
+	Queries  Queries
+	Keys     Keys
+	Events   EventIntake
+	Settings Settings // optional: SLOs and price table
+}
+
+// Settings supplies per-project SLOs and model prices.
+type Settings interface {
+	SLOAndPrices(ctx context.Context, project uint32, service, model string) (*diagnose.SLO, map[string]diagnose.Price)
 }
 
 // Server holds the handlers' dependencies.
@@ -44,6 +57,15 @@ func New(d Deps) *echo.Echo {
 	e.Use(middleware.RequestID())
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	api := e.Group("/api/v1", s.requireKey)
+	api.GET("/requests", s.apiRequests)
+	api.GET("/diagnose", s.apiDiagnose)
+	api.GET("/series", s.apiSeries)
+	api.GET("/compare", s.apiCompare)
+	api.GET("/services", s.apiServices)
+	api.GET("/traces/:id", s.apiTrace)
+	api.POST("/events", s.apiEvents)
+	e.HTTPErrorHandler = s.errorHandler
 	if d.Metrics != nil {
 		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Metrics, promhttp.HandlerOpts{})))
 	}
@@ -70,4 +92,20 @@ func (s *Server) readyz(c echo.Context) error {
 		checks[name] = "ok"
 	}
 	return c.JSON(status, map[string]any{"ready": status == http.StatusOK, "checks": checks})
+}
+
+// errorHandler answers /api/ (and anything not a page) with {"error": …}.
+func (s *Server) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	code, msg := http.StatusInternalServerError, "internal error"
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		code = he.Code
+		msg = fmt.Sprint(he.Message)
+	} else {
+		s.deps.Log.Error("unhandled error", "err", err, "path", c.Path())
+	}
+	_ = c.JSON(code, apiError{Error: msg})
 }

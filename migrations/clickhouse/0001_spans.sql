@@ -32,7 +32,9 @@ CREATE TABLE IF NOT EXISTS {{table "spans"}} {{onCluster}}
     event_names     Array(String) CODEC(ZSTD(1)),
     event_times     Array(DateTime64(9, 'UTC')) CODEC(ZSTD(1)),
     inserted_at     DateTime64(9, 'UTC') DEFAULT now64(9),
-    INDEX idx_trace trace_id TYPE bloom_filter(0.01) GRANULARITY 4
+    INDEX idx_trace trace_id TYPE bloom_filter(0.01) GRANULARITY 4,
+    -- the assembler reads what arrived since its watermark
+    INDEX idx_inserted inserted_at TYPE minmax GRANULARITY 1
 )
 ENGINE = {{engine "spans" "ReplacingMergeTree(inserted_at)"}}
 PARTITION BY toDate(start)

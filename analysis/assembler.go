@@ -1,0 +1,245 @@
+// Package analysis turns stored telemetry into answers: the assembler
+// builds decomposed llm_requests rows from spans as they arrive, and the
+// query side loads requests, series and diagnoses for the API and pages.
+// The maths lives in the pure subpackages (assemble, diagnose, stats).
+package analysis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tokenpath/tokenpath/analysis/assemble"
+	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/store/postgres"
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+// Assembler rebuilds the llm_requests rows of every trace that received
+// spans since its watermark. The watermark (spans.inserted_at, in
+// PostgreSQL) makes a restart resume with no gap; row versions make a
+// re-assembly replace earlier rows instead of duplicating them.
+type Assembler struct {
+	CH  *clickhouse.Store
+	PG  *postgres.Store
+	Log *slog.Logger
+	// Lag keeps the assembler behind inserts that may still be committing.
+	Lag time.Duration
+	// Interval between passes.
+	Interval time.Duration
+	// MaxTraces bounds one pass.
+	MaxTraces int
+	Options   assemble.Options
+	// Now is the clock (tests).
+	Now func() time.Time
+}
+
+const watermarkName = "assembler"
+
+func (a *Assembler) defaults() {
+	if a.Lag <= 0 {
+		a.Lag = 2 * time.Second
+	}
+	if a.Interval <= 0 {
+		a.Interval = time.Second
+	}
+	if a.MaxTraces <= 0 {
+		a.MaxTraces = 20_000
+	}
+	if a.Now == nil {
+		a.Now = time.Now
+	}
+}
+
+// Run assembles until ctx is done. Only one node in a cluster works at a
+// time (advisory lock per pass).
+func (a *Assembler) Run(ctx context.Context) {
+	a.defaults()
+	t := time.NewTicker(a.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for {
+			var n int
+			_, err := a.PG.TryLock(ctx, postgres.LockAssembler, func(ctx context.Context) error {
+				var err error
+				n, err = a.Step(ctx)
+				return err
+			})
+			if err != nil {
+				if ctx.Err() == nil {
+					a.Log.Error("assembling llm requests failed; will retry", "err", err)
+				}
+				break
+			}
+			if n < a.MaxTraces { // caught up
+				break
+			}
+		}
+	}
+}
+
+// Step runs one pass and returns how many traces it assembled.
+func (a *Assembler) Step(ctx context.Context) (int, error) {
+	a.defaults()
+	wm, err := a.watermark(ctx)
+	if err != nil {
+		return 0, err
+	}
+	upper := a.Now().Add(-a.Lag)
+	if !upper.After(wm) {
+		return 0, nil
+	}
+	// Bound the pass by a count of traces: take the inserted_at of the
+	// MaxTraces-th new trace as the upper bound when there are more.
+	r, err := a.CH.Query(ctx, `SELECT project_id, trace_id, max(inserted_at) AS ins
+		FROM spans WHERE inserted_at > ? AND inserted_at <= ?
+		GROUP BY project_id, trace_id ORDER BY ins LIMIT ?`, wm, upper, a.MaxTraces+1)
+	if err != nil {
+		return 0, fmt.Errorf("find new traces: %w", err)
+	}
+	if r.Len() == 0 {
+		return 0, a.setWatermark(ctx, upper)
+	}
+	if r.Len() > a.MaxTraces {
+		// Stop just before the first trace we will not take, so none is
+		// half-seen (a trace straddling the bound is re-read next pass).
+		// When the whole page shares one inserted_at (one large insert),
+		// take every trace of that insert instead, or we would not advance.
+		boundary := r.Row(a.MaxTraces).Time("ins")
+		if r.Row(0).Time("ins").Equal(boundary) {
+			upper = boundary
+			r, err = a.CH.Query(ctx, `SELECT project_id, trace_id, max(inserted_at) AS ins
+				FROM spans WHERE inserted_at > ? AND inserted_at <= ? GROUP BY project_id, trace_id`, wm, upper)
+			if err != nil {
+				return 0, fmt.Errorf("find new traces: %w", err)
+			}
+		} else {
+			upper = boundary.Add(-time.Nanosecond)
+		}
+	}
+	traces := map[uint32][]string{}
+	n := 0
+	for i := 0; i < r.Len(); i++ {
+		w := r.Row(i)
+		if w.Time("ins").After(upper) {
+			continue
+		}
+		p := uint32(w.Int("project_id"))
+		traces[p] = append(traces[p], w.String("trace_id"))
+		n++
+	}
+	for project, ids := range traces {
+		for i := 0; i < len(ids); i += 2000 {
+			if err := a.assemble(ctx, project, ids[i:min(i+2000, len(ids))]); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return n, a.setWatermark(ctx, upper)
+}
+
+// assemble rebuilds the rows of some traces of one project.
+func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []string) error {
+	r, err := a.CH.Query(ctx, "SELECT "+clickhouse.SpanColumns+" FROM spans FINAL WHERE project_id = ? AND trace_id IN ?",
+		project, traceIDs)
+	if err != nil {
+		return fmt.Errorf("load spans: %w", err)
+	}
+	spans := clickhouse.ScanSpans(r)
+	if len(spans) == 0 {
+		return nil
+	}
+	lo, hi := spans[0].Start, spans[0].Start
+	services := map[string]bool{}
+	for i := range spans {
+		if spans[i].Start.Before(lo) {
+			lo = spans[i].Start
+		}
+		if spans[i].Start.After(hi) {
+			hi = spans[i].Start
+		}
+		if spans[i].LLM.Role == telemetry.LLMServer {
+			services[spans[i].Service] = true
+		}
+	}
+	hist := &assemble.InstanceHistory{FirstSeen: map[string]time.Time{}}
+	if len(services) > 0 {
+		window := a.Options.ColdStartWindow
+		if window <= 0 {
+			window = assemble.DefaultColdStartWindow
+		}
+		names := make([]string, 0, len(services))
+		for s := range services {
+			names = append(names, s)
+		}
+		er, err := a.CH.Query(ctx, "SELECT "+clickhouse.EventColumns+` FROM events FINAL
+			WHERE project_id = ? AND service IN ? AND time >= ? AND time <= ?`, project, names, lo.Add(-2*window), hi.Add(2*window))
+		if err != nil {
+			return fmt.Errorf("load events: %w", err)
+		}
+		hist.Events = clickhouse.ScanEvents(er)
+		for _, e := range hist.Events {
+			if e.Kind == telemetry.EventInstanceStarted {
+				k := assemble.InstanceKey(e.Service, e.Instance)
+				if t, ok := hist.FirstSeen[k]; !ok || e.Time.Before(t) {
+					hist.FirstSeen[k] = e.Time
+				}
+			}
+		}
+	}
+	reqs := assemble.Traces(spans, hist, a.Options)
+
+	// Rows an earlier pass wrote that this one no longer produces (e.g. a
+	// server-only row replaced once the client span arrived) get tombstones.
+	er, err := a.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE project_id = ? AND trace_id IN ?", project, traceIDs)
+	if err != nil {
+		return fmt.Errorf("load existing requests: %w", err)
+	}
+	keep := map[string]bool{}
+	for _, q := range reqs {
+		keep[rowKey(q)] = true
+	}
+	var gone []telemetry.LLMRequest
+	for _, old := range clickhouse.ScanRequests(er) {
+		if !keep[rowKey(old)] {
+			gone = append(gone, old)
+		}
+	}
+	return a.CH.Insert(ctx, clickhouse.RequestsBatch(reqs, gone, uint64(a.Now().UnixNano())))
+}
+
+// rowKey is llm_requests' sorting key: rows with equal keys replace each other.
+func rowKey(r telemetry.LLMRequest) string {
+	return strings.Join([]string{r.Service, r.Start.UTC().Format(time.RFC3339Nano), r.TraceID, r.SpanID}, "\x00")
+}
+
+func (a *Assembler) watermark(ctx context.Context) (time.Time, error) {
+	var ns int64
+	err := a.PG.Pool.QueryRow(ctx, "SELECT watermark FROM assembly_watermarks WHERE name = $1", watermarkName).Scan(&ns)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Unix(0, 0).UTC(), nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read assembler watermark: %w", err)
+	}
+	return time.Unix(0, ns).UTC(), nil
+}
+
+func (a *Assembler) setWatermark(ctx context.Context, t time.Time) error {
+	_, err := a.PG.Pool.Exec(ctx, `INSERT INTO assembly_watermarks (name, watermark, updated_at) VALUES ($1, $2, now())
+		ON CONFLICT (name) DO UPDATE SET watermark = EXCLUDED.watermark, updated_at = now()`, watermarkName, t.UnixNano())
+	if err != nil {
+		return fmt.Errorf("save assembler watermark: %w", err)
+	}
+	return nil
+}

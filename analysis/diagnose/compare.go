@@ -1,0 +1,246 @@
+package diagnose
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/tokenpath/tokenpath/analysis/stats"
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+// Noise thresholds: a change counts only when it is both relatively and
+// absolutely large, so 10 → 40 ms and 10.0 → 10.5 s are both "same".
+const (
+	noiseRatio = 1.2  // ≥ 20 % growth
+	noiseMs    = 50.0 // ≥ 50 ms for request latencies
+)
+
+// CompareOptions adds what requests alone cannot say to a comparison.
+type CompareOptions struct {
+	BeforeMetrics, AfterMetrics []telemetry.MetricPoint
+	// Prices enables cost per task; nil leaves it out.
+	Prices map[string]Price
+}
+
+// Change is one figure before and after. Delta is after − before, Ratio is
+// after / before, each at p50, p95 and p99.
+type Change struct {
+	Name           string      `json:"name"`
+	Unit           string      `json:"unit"` // ms, tok/s, tokens, usd, calls, ratio, requests
+	HigherIsBetter bool        `json:"higher_is_better"`
+	Before         Percentiles `json:"before"`
+	After          Percentiles `json:"after"`
+	Delta          Percentiles `json:"delta"`
+	Ratio          Percentiles `json:"ratio"`
+	// Direction is judged at p95 against the noise thresholds: better,
+	// worse, same, or unknown when a side has no data.
+	Direction string `json:"direction"`
+}
+
+// Comparison is what changed between two windows of the same service: the
+// page that shows what an optimization cost elsewhere.
+type Comparison struct {
+	BeforeRequests  int      `json:"before_requests"`
+	AfterRequests   int      `json:"after_requests"`
+	BeforeErrorRate float64  `json:"before_error_rate"`
+	AfterErrorRate  float64  `json:"after_error_rate"`
+	Changes         []Change `json:"changes"`
+	Better          []string `json:"better"` // names that improved beyond noise
+	Worse           []string `json:"worse"`  // names that got worse beyond noise
+	Summary         string   `json:"summary"`
+}
+
+// metric is one comparable figure: its samples on each side and how to
+// judge a change.
+type metric struct {
+	name           string
+	unit           string
+	higherIsBetter bool
+	minAbs         float64 // smallest absolute change that is not noise
+	before, after  stats.Sorted
+	// tailLow reads pXX at the low end (1−q), for figures where small is
+	// the bad tail: TPOT p95 is the speed 95 % of requests reach.
+	tailLow bool
+}
+
+// Compare reports every component and metric of the two windows at p50,
+// p95 and p99 with delta and ratio, and which got better or worse.
+func Compare(before, after []telemetry.LLMRequest, opt CompareOptions) Comparison {
+	return compare(newColumns(before), newColumns(after), opt)
+}
+
+// compare is Compare over columns a diagnosis has already sorted.
+func compare(bc, ac *columns, opt CompareOptions) Comparison {
+	before, after := bc.reqs, ac.reqs
+	side := func(name string) (stats.Sorted, stats.Sorted) { return bc.sortedOf(name), ac.sortedOf(name) }
+	var ms []metric
+	for _, name := range Components {
+		m := metric{name: name, unit: "ms", minAbs: noiseMs}
+		m.before, m.after = side(name)
+		switch name {
+		case ComponentITL:
+			m.minAbs = 5 // ITL lives in tens of ms
+		case ComponentColdStartWait:
+			// No wait recorded means no wait: read over every request, so
+			// held requests appearing in one window show as a change.
+			m.before, m.after = side(columnColdWaitAll)
+		}
+		ms = append(ms, m)
+	}
+	tp := metric{name: "tpot", unit: "tok/s", higherIsBetter: true, minAbs: 2, tailLow: true}
+	tp.before, tp.after = side(columnTPOT)
+	in := metric{name: "input_tokens", unit: "tokens", minAbs: 50}
+	in.before, in.after = side(columnInputTokens)
+	out := metric{name: "output_tokens", unit: "tokens", minAbs: 50}
+	out.before, out.after = side(columnOutputTokens)
+	ms = append(ms, tp, in, out)
+	costB, callsB := taskValues(before, opt.Prices)
+	costA, callsA := taskValues(after, opt.Prices)
+	ms = append(ms, metric{name: "calls_per_task", unit: "calls", minAbs: 0.5, before: stats.Sort(callsB), after: stats.Sort(callsA)})
+	if opt.Prices != nil {
+		ms = append(ms, metric{name: "cost_per_task", unit: "usd", before: stats.Sort(costB), after: stats.Sort(costA)})
+	}
+	for _, g := range []struct {
+		name   string
+		minAbs float64
+		unit   string
+	}{
+		{MetricKVCacheUsage, 0.05, "ratio"},
+		{MetricRequestsWaiting, 1, "requests"},
+		{MetricRequestsRunning, 1, "requests"},
+	} {
+		ms = append(ms, metric{name: g.name, unit: g.unit, minAbs: g.minAbs,
+			before: stats.Sort(gauge(opt.BeforeMetrics, g.name)), after: stats.Sort(gauge(opt.AfterMetrics, g.name))})
+	}
+
+	c := Comparison{
+		BeforeRequests: len(before), AfterRequests: len(after),
+		BeforeErrorRate: errorRate(before), AfterErrorRate: errorRate(after),
+	}
+	var better, worse []string
+	for _, m := range ms {
+		ch := m.change()
+		if len(m.before)+len(m.after) == 0 {
+			continue // neither side has the figure at all
+		}
+		c.Changes = append(c.Changes, ch)
+		p95 := fmt.Sprintf("%s p95 %s → %s", m.name, fmtValue(val(ch.Before.P95), m.unit), fmtValue(val(ch.After.P95), m.unit))
+		switch ch.Direction {
+		case "better":
+			c.Better = append(c.Better, m.name)
+			better = append(better, p95)
+		case "worse":
+			c.Worse = append(c.Worse, m.name)
+			worse = append(worse, p95)
+		}
+	}
+	c.Summary = compareSummary(better, worse)
+	return c
+}
+
+func compareSummary(better, worse []string) string {
+	switch {
+	case len(better) == 0 && len(worse) == 0:
+		return "Nothing changed beyond noise."
+	case len(worse) == 0:
+		return "Better: " + strings.Join(better, "; ") + "; nothing got worse."
+	case len(better) == 0:
+		return "Worse: " + strings.Join(worse, "; ") + "."
+	}
+	return "Better: " + strings.Join(better, "; ") + "; but worse elsewhere: " + strings.Join(worse, "; ") + "."
+}
+
+// change computes the percentiles, deltas and direction of one metric.
+func (m metric) change() Change {
+	qs := []float64{0.50, 0.95, 0.99}
+	if m.tailLow {
+		qs = []float64{0.50, 0.05, 0.01}
+	}
+	b := []float64{m.before.Quantile(qs[0]), m.before.Quantile(qs[1]), m.before.Quantile(qs[2])}
+	a := []float64{m.after.Quantile(qs[0]), m.after.Quantile(qs[1]), m.after.Quantile(qs[2])}
+	ch := Change{
+		Name: m.name, Unit: m.unit, HigherIsBetter: m.higherIsBetter,
+		Before: Percentiles{num(b[0]), num(b[1]), num(b[2])},
+		After:  Percentiles{num(a[0]), num(a[1]), num(a[2])},
+		Delta:  Percentiles{num(a[0] - b[0]), num(a[1] - b[1]), num(a[2] - b[2])},
+		Ratio:  Percentiles{num(stats.Ratio(a[0], b[0])), num(stats.Ratio(a[1], b[1])), num(stats.Ratio(a[2], b[2]))},
+	}
+	ch.Direction = direction(b[1], a[1], m.minAbs, m.higherIsBetter)
+	return ch
+}
+
+// direction judges a p95 change against the noise thresholds.
+func direction(before, after, minAbs float64, higherIsBetter bool) string {
+	if math.IsNaN(before) || math.IsNaN(after) {
+		return "unknown"
+	}
+	if !moved(before, after, minAbs) {
+		return "same"
+	}
+	if (after > before) == higherIsBetter {
+		return "better"
+	}
+	return "worse"
+}
+
+// moved reports whether a figure changed beyond noise in either direction:
+// at least minAbs and at least 20 % of the smaller side.
+func moved(before, after, minAbs float64) bool {
+	lo, hi := math.Min(before, after), math.Max(before, after)
+	if hi-lo < minAbs {
+		return false
+	}
+	return lo <= 0 || hi/lo >= noiseRatio
+}
+
+// tpot is the decode speed per request, tokens per second.
+func tpot(reqs []telemetry.LLMRequest) []float64 {
+	itl := values(reqs, ComponentITL)
+	for i, v := range itl {
+		if v > 0 {
+			itl[i] = 1000 / v
+		} else {
+			itl[i] = nan
+		}
+	}
+	return itl
+}
+
+// gauge returns every sample of one metric.
+func gauge(points []telemetry.MetricPoint, name string) []float64 {
+	var out []float64
+	for _, p := range points {
+		if p.Name == name {
+			out = append(out, p.Value)
+		}
+	}
+	return out
+}
+
+func errorRate(reqs []telemetry.LLMRequest) float64 {
+	n := 0
+	for i := range reqs {
+		if reqs[i].Error {
+			n++
+		}
+	}
+	return stats.Share(n, len(reqs))
+}
+
+// fmtValue formats a figure in its unit.
+func fmtValue(x float64, unit string) string {
+	switch unit {
+	case "ms":
+		return fmtMs(x)
+	case "tokens":
+		return fmtTokens(x)
+	case "tok/s":
+		return fmtCount(x) + " tok/s"
+	case "usd":
+		return fmt.Sprintf("$%.4f", x)
+	case "ratio":
+		return fmtPct(x)
+	}
+	return fmtCount(x)
+}

@@ -1,0 +1,78 @@
+package diagnose
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCompareWhatGotWorseElsewhere(t *testing.T) {
+	// After: prompts were trimmed (prefill better) but the batch was raised,
+	// so requests queue (worse elsewhere).
+	w := newWorld(61)
+	w.tweak = func(w *world, s *sample) {
+		if s.inWindow {
+			s.in /= 3
+			s.queue = w.lognormal(400, 0.4)
+		}
+	}
+	in := w.input()
+	c := Compare(in.BaselineRequests, in.Requests, CompareOptions{})
+	if !contains(c.Better, ComponentPrefill) || !contains(c.Better, "input_tokens") {
+		t.Errorf("better = %v", c.Better)
+	}
+	if !contains(c.Worse, ComponentQueue) || !contains(c.Worse, ComponentTTFT) {
+		t.Errorf("worse = %v", c.Worse)
+	}
+	if contains(c.Worse, ComponentDecode) || contains(c.Better, ComponentDecode) {
+		t.Errorf("decode did not change: better %v worse %v", c.Better, c.Worse)
+	}
+	if !strings.Contains(c.Summary, "worse elsewhere: queue p95") {
+		t.Errorf("summary %q", c.Summary)
+	}
+	for _, ch := range c.Changes {
+		if ch.Name != ComponentQueue {
+			continue
+		}
+		if ch.Delta.P95 == nil || ch.Ratio.P95 == nil || *ch.Ratio.P95 < 10 {
+			t.Errorf("queue change %+v", ch)
+		}
+		if got := *ch.After.P95 - *ch.Before.P95; got != *ch.Delta.P95 {
+			t.Errorf("delta %v != after − before %v", *ch.Delta.P95, got)
+		}
+	}
+}
+
+func TestCompareSameWindows(t *testing.T) {
+	for seed := int64(70); seed < 75; seed++ {
+		w := newWorld(seed)
+		in := w.input()
+		c := Compare(in.BaselineRequests, in.Requests, CompareOptions{})
+		if len(c.Worse) != 0 || len(c.Better) != 0 {
+			t.Errorf("seed %d: jitter reported as change: better %v worse %v", seed, c.Better, c.Worse)
+		}
+		if c.Summary != "Nothing changed beyond noise." {
+			t.Errorf("summary %q", c.Summary)
+		}
+	}
+}
+
+func TestDirection(t *testing.T) {
+	tests := []struct {
+		before, after, minAbs float64
+		higher                bool
+		want                  string
+	}{
+		{100, 200, 50, false, "worse"},
+		{100, 140, 50, false, "same"},   // 40 ms: below the absolute floor
+		{1000, 1100, 50, false, "same"}, // 10 %: below the relative floor
+		{200, 100, 50, false, "better"},
+		{50, 20, 2, true, "worse"}, // tok/s fell
+		{0, 100, 50, false, "worse"},
+		{nan, 100, 50, false, "unknown"},
+	}
+	for _, tc := range tests {
+		if got := direction(tc.before, tc.after, tc.minAbs, tc.higher); got != tc.want {
+			t.Errorf("direction(%v → %v) = %s, want %s", tc.before, tc.after, got, tc.want)
+		}
+	}
+}

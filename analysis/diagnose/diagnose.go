@@ -1,0 +1,158 @@
+// Package diagnose answers "why are these LLM requests slow?" over rows that
+// were already decomposed: it compares the slow requests of a window with a
+// baseline, attributes their regression to one part of the request
+// (pre-inference, queue, prefill, network, decode, cold start, or the
+// provider when a managed API bundles them), corroborates the attribution
+// with KV-cache, waiting-request and scaling signals, and writes the verdict
+// with numbered evidence. It is pure Go over telemetry rows: no HTTP, no
+// database, so a page, an API handler and a share snapshot all read the same
+// Diagnosis.
+package diagnose
+
+import (
+	"time"
+
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+// Range is the half-open time interval [From, To).
+type Range struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+}
+
+// Duration is To − From.
+func (r Range) Duration() time.Duration { return r.To.Sub(r.From) }
+
+// IsZero reports whether the range was left unset.
+func (r Range) IsZero() bool { return r.From.IsZero() && r.To.IsZero() }
+
+// Contains reports whether t lies in [From, To).
+func (r Range) Contains(t time.Time) bool { return !t.Before(r.From) && t.Before(r.To) }
+
+// DefaultBaseline is the baseline used when none is given: the 3× window
+// right before it, long enough that its p95 is steadier than the window's.
+func DefaultBaseline(window Range) Range {
+	return Range{From: window.From.Add(-3 * window.Duration()), To: window.From}
+}
+
+// SLO is a latency objective read at one percentile, e.g. TTFT p95 < 500 ms
+// and TPOT ≥ 30 tok/s at p95. A zero target means "no objective" for it.
+type SLO struct {
+	// Percentile is 0..1 (0.95) or 0..100 (95); both are accepted.
+	Percentile float64 `json:"percentile"`
+	// TTFTMs is the TTFT the percentile must stay under, in milliseconds.
+	TTFTMs float64 `json:"ttft_ms,omitempty"`
+	// TPOT is the decode speed, tokens per second, the percentile's slow
+	// tail must reach (TPOT = 1000 / ITL ms).
+	TPOT float64 `json:"tpot_tok_s,omitempty"`
+}
+
+// quantile returns the SLO percentile as 0..1 (p95 when unset).
+func (s SLO) quantile() float64 {
+	p := s.Percentile
+	if p > 1 {
+		p /= 100
+	}
+	if p <= 0 || p > 1 {
+		return 0.95
+	}
+	return p
+}
+
+// Price is what a model costs, in dollars per million tokens.
+type Price struct {
+	InputPerMTok  float64 `json:"input_per_mtok"`
+	OutputPerMTok float64 `json:"output_per_mtok"`
+}
+
+// Input is everything a diagnosis reads. The caller filters rows by
+// project, service and model; Diagnose only splits them by time.
+type Input struct {
+	Window Range
+	// Baseline is what the window is compared with; zero means
+	// DefaultBaseline(Window). The caller loads BaselineRequests for it.
+	Baseline         Range
+	Requests         []telemetry.LLMRequest // started in Window
+	BaselineRequests []telemetry.LLMRequest // started in Baseline
+	// Metrics and Events cover both windows; names are canonical
+	// (MetricKVCacheUsage, MetricRequestsWaiting, MetricRequestsRunning).
+	Metrics []telemetry.MetricPoint
+	Events  []telemetry.Event
+	// Attributes adds span attributes per span_id (region, route, any key)
+	// for bubble-up; optional.
+	Attributes map[string]map[string]string
+	SLO        *SLO             // optional
+	Prices     map[string]Price // model → price; a missing model means cost unknown
+}
+
+// Canonical metric names, as ingest normalizes vLLM/SGLang gauges.
+const (
+	MetricKVCacheUsage    = "kv_cache_usage" // 0..1
+	MetricRequestsWaiting = "requests_waiting"
+	MetricRequestsRunning = "requests_running"
+)
+
+// Verdict names the part of the request a slowdown is attributed to.
+type Verdict string
+
+// The verdicts a diagnosis can reach.
+const (
+	VerdictPrefill      Verdict = "prefill"
+	VerdictQueueing     Verdict = "queueing"
+	VerdictColdStart    Verdict = "cold_start"
+	VerdictNetwork      Verdict = "network"
+	VerdictPreInference Verdict = "pre_inference"
+	VerdictDecode       Verdict = "decode"
+	// VerdictProvider is a managed API whose bundled TTFT grew on its own.
+	VerdictProvider Verdict = "provider"
+	VerdictHealthy  Verdict = "healthy"
+)
+
+// Evidence is one numbered finding with the figures it quotes, so a page can
+// chart or highlight them without parsing the sentence.
+type Evidence struct {
+	N       int                `json:"n"`
+	Text    string             `json:"text"`
+	Figures map[string]float64 `json:"figures,omitempty"`
+}
+
+// Percentiles is a tail read of a latency (ms) or other value; nil = no data.
+type Percentiles struct {
+	P50 *float64 `json:"p50"`
+	P95 *float64 `json:"p95"`
+	P99 *float64 `json:"p99"`
+}
+
+// ComponentStats is one part of the request in the window and the baseline.
+type ComponentStats struct {
+	P50           *float64 `json:"p50"`
+	P95           *float64 `json:"p95"`
+	P99           *float64 `json:"p99"`
+	BaselineP50   *float64 `json:"baseline_p50"`
+	BaselineP95   *float64 `json:"baseline_p95"`
+	BaselineP99   *float64 `json:"baseline_p99"`
+	Count         int      `json:"count"`          // window requests with a value
+	BaselineCount int      `json:"baseline_count"` // baseline requests with a value
+}
+
+// Diagnosis is the answer of one diagnosis page and of GET /api/v1/diagnose.
+type Diagnosis struct {
+	Verdict    Verdict     `json:"verdict"`
+	Confidence float64     `json:"confidence"` // 0..1
+	Summary    string      `json:"summary"`    // one sentence
+	Evidence   []Evidence  `json:"evidence"`
+	TTFT       Percentiles `json:"ttft"`
+	// Components is keyed by the Component* names.
+	Components   map[string]ComponentStats `json:"components"`
+	Series       []Bucket                  `json:"series"`
+	Correlations []Correlation             `json:"correlations"`
+	BubbleUp     []Attribution             `json:"bubble_up"`
+	Answers      Answers                   `json:"answers"`
+	Window       Range                     `json:"window"`
+	Baseline     Range                     `json:"baseline"`
+	// BucketSeconds is the width of Series buckets.
+	BucketSeconds    float64 `json:"bucket_seconds"`
+	Requests         int     `json:"requests"`
+	BaselineRequests int     `json:"baseline_requests"`
+}

@@ -1,0 +1,42 @@
+package diagnose
+
+import (
+	"testing"
+	"time"
+)
+
+func TestFormat(t *testing.T) {
+	tests := []struct{ got, want string }{
+		{fmtMs(0.42), "0.4 ms"},
+		{fmtMs(4), "4 ms"},
+		{fmtMs(12.4), "12 ms"},
+		{fmtMs(180), "180 ms"},
+		{fmtMs(999.4), "999 ms"},
+		{fmtMs(999.7), "1.0 s"},
+		{fmtMs(1900), "1.9 s"},
+		{fmtMs(2000), "2.0 s"},
+		{fmtMs(2149), "2.15 s"},
+		{fmtMs(12_345), "12.3 s"},
+		{fmtDelta(-40), "−40 ms"},
+		{fmtDelta(1900), "+1.9 s"},
+		{fmtPct(0.874), "87 %"},
+		{fmtPctRange(0.97, 0.99), "97–99 %"},
+		{fmtPctRange(0.991, 0.993), "99 %"},
+		{fmtTokens(900), "900"},
+		{fmtTokens(7200), "7.2k"},
+		{fmtTokens(16_000), "16k"},
+		{fmtRatio(1.43), "1.4×"},
+		{fmtRatio(12.2), "12×"},
+		{fmtClock(time.Date(2026, 3, 14, 14, 2, 10, 0, time.UTC)), "14:02:10"},
+		{fmtWidth(30 * time.Second), "30 s"},
+		{fmtWidth(5 * time.Minute), "5 min"},
+		{fmtWidth(time.Hour), "1 h"},
+		{pctName(0.95), "95"},
+		{pctName(0.999), "99.9"},
+	}
+	for _, tc := range tests {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}

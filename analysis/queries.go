@@ -1,0 +1,343 @@
+package analysis
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tokenpath/tokenpath/analysis/diagnose"
+	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+// Queries reads what pages and the API show. Every query is scoped to one
+// project and parameterized.
+type Queries struct {
+	CH *clickhouse.Store
+	// MaxRows bounds how many requests one diagnosis loads per window.
+	MaxRows int
+}
+
+// MaxWindow is the longest window a query may ask for.
+const MaxWindow = 31 * 24 * time.Hour
+
+// RequestFilter selects llm_requests rows.
+type RequestFilter struct {
+	Project   uint32
+	From, To  time.Time
+	Service   string // calling service or inference service
+	Model     string
+	Instance  string
+	TraceID   string
+	ColdStart bool // only cold starts
+	Slow      bool // only requests above the window's TTFT p90
+	Sort      string
+	Desc      bool
+	Limit     int
+	Offset    int
+}
+
+// SortColumns are the columns requests can be sorted by.
+var SortColumns = map[string]string{
+	"start": "start", "ttft": "ttft_ms", "e2e": "e2e_ms", "queue": "queue_ms", "prefill": "prefill_ms",
+	"network": "network_ms", "decode": "decode_ms", "pre_inference": "pre_inference_ms", "itl": "itl_ms",
+	"input_tokens": "input_tokens", "output_tokens": "output_tokens",
+}
+
+func (f RequestFilter) where() (string, []any) {
+	conds := []string{"project_id = ?"}
+	args := []any{f.Project}
+	if !f.From.IsZero() {
+		conds = append(conds, "start >= ?")
+		args = append(args, f.From)
+	}
+	if !f.To.IsZero() {
+		conds = append(conds, "start < ?")
+		args = append(args, f.To)
+	}
+	if f.Service != "" {
+		conds = append(conds, "(service = ? OR server_service = ?)")
+		args = append(args, f.Service, f.Service)
+	}
+	if f.Model != "" {
+		conds = append(conds, "model = ?")
+		args = append(args, f.Model)
+	}
+	if f.Instance != "" {
+		conds = append(conds, "instance = ?")
+		args = append(args, f.Instance)
+	}
+	if f.TraceID != "" {
+		conds = append(conds, "trace_id = ?")
+		args = append(args, f.TraceID)
+	}
+	if f.ColdStart {
+		conds = append(conds, "cold_start = 1")
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// Requests lists requests, newest first unless sorted otherwise, and the
+// total count matching the filter (for pagination).
+func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LLMRequest, int, error) {
+	where, args := f.where()
+	if f.Slow {
+		p90, err := q.CH.Query(ctx, "SELECT quantile(0.9)(coalesce(ttft_ms, e2e_ms)) AS p FROM llm_requests FINAL WHERE "+where, args...)
+		if err != nil {
+			return nil, 0, fmt.Errorf("slow threshold: %w", err)
+		}
+		if p := p90.Row(0).FloatPtr("p"); p != nil {
+			where += " AND coalesce(ttft_ms, e2e_ms) > ?"
+			args = append(args, *p)
+		}
+	}
+	col, ok := SortColumns[f.Sort]
+	if !ok {
+		col, f.Desc = "start", true
+	}
+	dir := "ASC"
+	if f.Desc {
+		dir = "DESC"
+	}
+	if f.Limit <= 0 || f.Limit > 1000 {
+		f.Limit = 100
+	}
+	r, err := q.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE "+where+
+		" ORDER BY "+col+" "+dir+" NULLS LAST, start DESC LIMIT ? OFFSET ?", append(args, f.Limit, f.Offset)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list requests: %w", err)
+	}
+	c, err := q.CH.Query(ctx, "SELECT count() AS n FROM llm_requests FINAL WHERE "+where, args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("count requests: %w", err)
+	}
+	return clickhouse.ScanRequests(r), int(c.Row(0).Int("n")), nil
+}
+
+// ServiceInfo is one service seen sending or serving LLM requests.
+type ServiceInfo struct {
+	Service   string    `json:"service"`
+	Models    []string  `json:"models"`
+	Instances []string  `json:"instances"`
+	LastSeen  time.Time `json:"last_seen"`
+	// Role: "client" (calls models), "server" (inference server), or both.
+	Role string `json:"role"`
+}
+
+// Services lists services with LLM traffic in the last since duration.
+func (q *Queries) Services(ctx context.Context, project uint32, since time.Time) ([]ServiceInfo, error) {
+	r, err := q.CH.Query(ctx, `
+		SELECT service, groupUniqArray(50)(model) AS models, groupUniqArray(100)(instance) AS instances, max(start) AS last_seen, 'client' AS role
+		FROM llm_requests FINAL WHERE project_id = ? AND start >= ? GROUP BY service
+		UNION ALL
+		SELECT server_service AS service, groupUniqArray(50)(model) AS models, groupUniqArray(100)(instance) AS instances, max(start) AS last_seen, 'server' AS role
+		FROM llm_requests FINAL WHERE project_id = ? AND start >= ? AND server_service != '' GROUP BY server_service`,
+		project, since, project, since)
+	if err != nil {
+		return nil, fmt.Errorf("list services: %w", err)
+	}
+	by := map[string]*ServiceInfo{}
+	for i := 0; i < r.Len(); i++ {
+		w := r.Row(i)
+		name := w.String("service")
+		s := by[name]
+		if s == nil {
+			s = &ServiceInfo{Service: name, Role: w.String("role")}
+			by[name] = s
+		} else if s.Role != w.String("role") {
+			s.Role = "both"
+		}
+		s.Models = mergeSorted(s.Models, w.Strings("models"))
+		s.Instances = mergeSorted(s.Instances, w.Strings("instances"))
+		if t := w.Time("last_seen"); t.After(s.LastSeen) {
+			s.LastSeen = t
+		}
+	}
+	out := make([]ServiceInfo, 0, len(by))
+	for _, s := range by {
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Service < out[j].Service })
+	return out, nil
+}
+
+func mergeSorted(a, b []string) []string {
+	set := map[string]bool{}
+	for _, s := range append(a, b...) {
+		if s != "" {
+			set[s] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// DiagnoseRequest names what to diagnose.
+type DiagnoseRequest struct {
+	Project  uint32
+	Window   diagnose.Range
+	Baseline diagnose.Range // zero = the preceding 3× window
+	Service  string
+	Model    string
+	SLO      *diagnose.SLO
+	Prices   map[string]diagnose.Price
+}
+
+// Diagnose loads the window and baseline and runs the diagnosis.
+func (q *Queries) Diagnose(ctx context.Context, d DiagnoseRequest) (diagnose.Diagnosis, error) {
+	in, err := q.input(ctx, d)
+	if err != nil {
+		return diagnose.Diagnosis{}, err
+	}
+	return diagnose.Diagnose(in), nil
+}
+
+// Compare loads two windows (before = a, after = b) and compares them.
+func (q *Queries) Compare(ctx context.Context, project uint32, a, b diagnose.Range, service, model string, prices map[string]diagnose.Price) (diagnose.Comparison, error) {
+	before, err := q.load(ctx, RequestFilter{Project: project, From: a.From, To: a.To, Service: service, Model: model})
+	if err != nil {
+		return diagnose.Comparison{}, err
+	}
+	after, err := q.load(ctx, RequestFilter{Project: project, From: b.From, To: b.To, Service: service, Model: model})
+	if err != nil {
+		return diagnose.Comparison{}, err
+	}
+	servers := serverServices(append(append([]telemetry.LLMRequest{}, before...), after...), service)
+	bm, err := q.metrics(ctx, project, servers, a)
+	if err != nil {
+		return diagnose.Comparison{}, err
+	}
+	am, err := q.metrics(ctx, project, servers, b)
+	if err != nil {
+		return diagnose.Comparison{}, err
+	}
+	return diagnose.Compare(before, after, diagnose.CompareOptions{BeforeMetrics: bm, AfterMetrics: am, Prices: prices}), nil
+}
+
+// Series returns the diagnosis time series for the window alone.
+func (q *Queries) Series(ctx context.Context, d DiagnoseRequest) ([]diagnose.Bucket, float64, error) {
+	in, err := q.input(ctx, d)
+	if err != nil {
+		return nil, 0, err
+	}
+	return diagnose.Series(in), diagnose.Buckets(in.Window).Seconds(), nil
+}
+
+func (q *Queries) input(ctx context.Context, d DiagnoseRequest) (diagnose.Input, error) {
+	if d.Baseline.IsZero() {
+		d.Baseline = diagnose.DefaultBaseline(d.Window)
+	}
+	in := diagnose.Input{Window: d.Window, Baseline: d.Baseline, SLO: d.SLO, Prices: d.Prices}
+	var err error
+	if in.Requests, err = q.load(ctx, RequestFilter{Project: d.Project, From: d.Window.From, To: d.Window.To, Service: d.Service, Model: d.Model}); err != nil {
+		return in, err
+	}
+	if in.BaselineRequests, err = q.load(ctx, RequestFilter{Project: d.Project, From: d.Baseline.From, To: d.Baseline.To, Service: d.Service, Model: d.Model}); err != nil {
+		return in, err
+	}
+	servers := serverServices(append(append([]telemetry.LLMRequest{}, in.Requests...), in.BaselineRequests...), d.Service)
+	span := diagnose.Range{From: minTime(d.Window.From, d.Baseline.From), To: maxTime(d.Window.To, d.Baseline.To)}
+	if in.Metrics, err = q.metrics(ctx, d.Project, servers, span); err != nil {
+		return in, err
+	}
+	if len(servers) > 0 {
+		r, err := q.CH.Query(ctx, "SELECT "+clickhouse.EventColumns+" FROM events FINAL WHERE project_id = ? AND service IN ? AND time >= ? AND time < ? ORDER BY time",
+			d.Project, servers, span.From, span.To)
+		if err != nil {
+			return in, fmt.Errorf("load events: %w", err)
+		}
+		in.Events = clickhouse.ScanEvents(r)
+	}
+	return in, nil
+}
+
+// load reads the requests of a window, up to MaxRows (an even sample by
+// hash beyond that, so percentiles stay honest on huge windows).
+func (q *Queries) load(ctx context.Context, f RequestFilter) ([]telemetry.LLMRequest, error) {
+	where, args := f.where()
+	limit := q.MaxRows
+	if limit <= 0 {
+		limit = 500_000
+	}
+	r, err := q.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE "+where+
+		" ORDER BY cityHash64(trace_id, span_id) LIMIT ?", append(args, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("load requests: %w", err)
+	}
+	reqs := clickhouse.ScanRequests(r)
+	sort.Slice(reqs, func(i, j int) bool { return reqs[i].Start.Before(reqs[j].Start) })
+	return reqs, nil
+}
+
+// metrics loads the inference gauges of the given services.
+func (q *Queries) metrics(ctx context.Context, project uint32, services []string, w diagnose.Range) ([]telemetry.MetricPoint, error) {
+	if len(services) == 0 {
+		return nil, nil
+	}
+	r, err := q.CH.Query(ctx, `SELECT time, service, instance, name, value FROM metric_points
+		WHERE project_id = ? AND name IN ? AND service IN ? AND time >= ? AND time < ? ORDER BY time`,
+		project, []string{diagnose.MetricKVCacheUsage, diagnose.MetricRequestsWaiting, diagnose.MetricRequestsRunning}, services, w.From, w.To)
+	if err != nil {
+		return nil, fmt.Errorf("load metrics: %w", err)
+	}
+	out := make([]telemetry.MetricPoint, r.Len())
+	for i := range out {
+		row := r.Row(i)
+		out[i] = telemetry.MetricPoint{ProjectID: project, Time: row.Time("time"), Service: row.String("service"),
+			Instance: row.String("instance"), Name: row.String("name"), Value: row.Float("value")}
+	}
+	return out, nil
+}
+
+// serverServices are the inference services behind the requests (and the
+// filtered service itself, which may be one).
+func serverServices(reqs []telemetry.LLMRequest, service string) []string {
+	set := map[string]bool{}
+	if service != "" {
+		set[service] = true
+	}
+	for i := range reqs {
+		if reqs[i].ServerService != "" {
+			set[reqs[i].ServerService] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Trace returns a trace's spans and its decomposed requests.
+func (q *Queries) Trace(ctx context.Context, project uint32, traceID string) ([]telemetry.Span, []telemetry.LLMRequest, error) {
+	r, err := q.CH.Query(ctx, "SELECT "+clickhouse.SpanColumns+" FROM spans FINAL WHERE project_id = ? AND trace_id = ? ORDER BY start", project, traceID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load trace: %w", err)
+	}
+	reqs, _, err := q.Requests(ctx, RequestFilter{Project: project, TraceID: traceID, Sort: "start", Limit: 1000})
+	if err != nil {
+		return nil, nil, err
+	}
+	return clickhouse.ScanSpans(r), reqs, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,384 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/tokenpath/tokenpath/analysis"
+	"github.com/tokenpath/tokenpath/analysis/diagnose"
+	"github.com/tokenpath/tokenpath/ingest"
+	"github.com/tokenpath/tokenpath/store/postgres"
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+// Queries is what pages and the API read (analysis.Queries).
+type Queries interface {
+	Requests(ctx context.Context, f analysis.RequestFilter) ([]telemetry.LLMRequest, int, error)
+	Services(ctx context.Context, project uint32, since time.Time) ([]analysis.ServiceInfo, error)
+	Diagnose(ctx context.Context, d analysis.DiagnoseRequest) (diagnose.Diagnosis, error)
+	Series(ctx context.Context, d analysis.DiagnoseRequest) ([]diagnose.Bucket, float64, error)
+	Compare(ctx context.Context, project uint32, a, b diagnose.Range, service, model string, prices map[string]diagnose.Price) (diagnose.Comparison, error)
+	Trace(ctx context.Context, project uint32, traceID string) ([]telemetry.Span, []telemetry.LLMRequest, error)
+}
+
+// Keys resolves API keys to projects.
+type Keys interface {
+	ProjectForKey(ctx context.Context, key string) (int64, error)
+}
+
+// EventIntake accepts scaling events from the webhook (ingest.Receiver).
+type EventIntake interface {
+	IntakeEvents(ctx context.Context, project uint32, body []byte) (int, error)
+}
+
+// apiError is the JSON error body of every /api/v1 failure.
+type apiError struct {
+	Error string `json:"error"`
+}
+
+func badRequest(format string, args ...any) error {
+	return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf(format, args...))
+}
+
+const ctxProject = "tokenpath.project"
+
+// projectOf is the project the request was authenticated for.
+func projectOf(c echo.Context) uint32 {
+	p, _ := c.Get(ctxProject).(uint32)
+	return p
+}
+
+// requireKey authenticates /api/v1 with "Authorization: Bearer <key>" or
+// the browser's session cookie.
+func (s *Server) requireKey(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Request().Header.Get("Authorization")
+		key, ok := strings.CutPrefix(h, "Bearer ")
+		if ok && strings.TrimSpace(key) != "" {
+			p, err := s.deps.Keys.ProjectForKey(c.Request().Context(), strings.TrimSpace(key))
+			if err != nil {
+				if isUnknownKey(err) {
+					return echo.NewHTTPError(http.StatusUnauthorized, "invalid or revoked API key")
+				}
+				s.deps.Log.Error("api key lookup", "err", err)
+				return echo.NewHTTPError(http.StatusServiceUnavailable, "cannot check the API key right now; retry shortly")
+			}
+			c.Set(ctxProject, uint32(p))
+			return next(c)
+		}
+		if p, ok := s.sessionProject(c); ok {
+			c.Set(ctxProject, p)
+			return next(c)
+		}
+		return echo.NewHTTPError(http.StatusUnauthorized, "missing API key: send Authorization: Bearer <key>")
+	}
+}
+
+// sessionProject is replaced when browser sessions exist.
+var sessionHook func(s *Server, c echo.Context) (uint32, bool)
+
+func (s *Server) sessionProject(c echo.Context) (uint32, bool) {
+	if sessionHook == nil {
+		return 0, false
+	}
+	return sessionHook(s, c)
+}
+
+func isUnknownKey(err error) bool { return errors.Is(err, postgres.ErrUnknownKey) }
+
+// window parses from/to (RFC 3339) or last (a duration like 15m) into a
+// range; the default is the last 15 minutes.
+func window(c echo.Context, fromKey, toKey string, now time.Time) (diagnose.Range, error) {
+	from, to := c.QueryParam(fromKey), c.QueryParam(toKey)
+	r := diagnose.Range{To: now}
+	if to != "" {
+		t, err := time.Parse(time.RFC3339Nano, to)
+		if err != nil {
+			return r, badRequest("%s=%q is not an RFC 3339 time (e.g. 2026-12-02T14:00:00Z)", toKey, to)
+		}
+		r.To = t.UTC()
+	}
+	switch {
+	case from != "":
+		t, err := time.Parse(time.RFC3339Nano, from)
+		if err != nil {
+			return r, badRequest("%s=%q is not an RFC 3339 time (e.g. 2026-12-02T13:45:00Z)", fromKey, from)
+		}
+		r.From = t.UTC()
+	case c.QueryParam("last") != "" && fromKey == "from":
+		d, err := parseLast(c.QueryParam("last"))
+		if err != nil {
+			return r, err
+		}
+		r.From = r.To.Add(-d)
+	default:
+		r.From = r.To.Add(-15 * time.Minute)
+	}
+	if !r.From.Before(r.To) {
+		return r, badRequest("%s must be before %s", fromKey, toKey)
+	}
+	if r.Duration() > analysis.MaxWindow {
+		return r, badRequest("window of %s is too large: the limit is %d days", r.Duration().Round(time.Hour), int(analysis.MaxWindow.Hours()/24))
+	}
+	return r, nil
+}
+
+// parseLast accepts Go durations plus a "d" suffix for days.
+func parseLast(v string) (time.Duration, error) {
+	if strings.HasSuffix(v, "d") {
+		n, err := strconv.Atoi(strings.TrimSuffix(v, "d"))
+		if err == nil && n > 0 {
+			return time.Duration(n) * 24 * time.Hour, nil
+		}
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, badRequest("last=%q is not a duration (e.g. 15m, 1h, 7d)", v)
+	}
+	return d, nil
+}
+
+func intParam(c echo.Context, name string, def, lo, hi int) (int, error) {
+	v := c.QueryParam(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, badRequest("%s=%q must be a whole number between %d and %d", name, v, lo, hi)
+	}
+	return n, nil
+}
+
+// requestJSON is one LLM request in the public API shape.
+type requestJSON struct {
+	TraceID         string    `json:"trace_id"`
+	SpanID          string    `json:"span_id"`
+	Service         string    `json:"service"`
+	ServerService   string    `json:"server_service,omitempty"`
+	Model           string    `json:"model"`
+	Provider        string    `json:"provider"`
+	Instance        string    `json:"instance"`
+	Start           time.Time `json:"start"`
+	TTFTMs          *float64  `json:"ttft_ms"`
+	PreInferenceMs  *float64  `json:"pre_inference_ms"`
+	QueueMs         *float64  `json:"queue_ms"`
+	PrefillMs       *float64  `json:"prefill_ms"`
+	NetworkMs       *float64  `json:"network_ms"`
+	DecodeMs        *float64  `json:"decode_ms"`
+	E2EMs           *float64  `json:"e2e_ms"`
+	ITLMs           *float64  `json:"itl_ms"`
+	ColdStartWaitMs *float64  `json:"cold_start_wait_ms"`
+	InputTokens     *int64    `json:"input_tokens"`
+	OutputTokens    *int64    `json:"output_tokens"`
+	ColdStart       bool      `json:"cold_start"`
+	Error           bool      `json:"error"`
+	CallIndex       int       `json:"call_index"`
+}
+
+func toRequestJSON(r telemetry.LLMRequest) requestJSON {
+	return requestJSON{TraceID: r.TraceID, SpanID: r.SpanID, Service: r.Service, ServerService: r.ServerService, Model: r.Model,
+		Provider: r.Provider, Instance: r.Instance, Start: r.Start, TTFTMs: r.TTFT, PreInferenceMs: r.PreInference, QueueMs: r.Queue,
+		PrefillMs: r.Prefill, NetworkMs: r.Network, DecodeMs: r.Decode, E2EMs: r.E2E, ITLMs: r.ITL, ColdStartWaitMs: r.ColdStartWait,
+		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, ColdStart: r.ColdStart, Error: r.Error, CallIndex: r.CallIndex}
+}
+
+func (s *Server) requestFilter(c echo.Context) (analysis.RequestFilter, error) {
+	w, err := window(c, "from", "to", time.Now())
+	if err != nil {
+		return analysis.RequestFilter{}, err
+	}
+	limit, err := intParam(c, "limit", 100, 1, 1000)
+	if err != nil {
+		return analysis.RequestFilter{}, err
+	}
+	offset, err := intParam(c, "offset", 0, 0, 1_000_000)
+	if err != nil {
+		return analysis.RequestFilter{}, err
+	}
+	f := analysis.RequestFilter{Project: projectOf(c), From: w.From, To: w.To, Service: c.QueryParam("service"),
+		Model: c.QueryParam("model"), Instance: c.QueryParam("instance"), Limit: limit, Offset: offset,
+		Sort: c.QueryParam("sort"), Desc: c.QueryParam("order") != "asc", ColdStart: c.QueryParam("cold_start") == "true",
+		Slow: c.QueryParam("slow") == "true"}
+	if f.Sort != "" {
+		if _, ok := analysis.SortColumns[f.Sort]; !ok {
+			return f, badRequest("sort=%q is not one of start, ttft, e2e, queue, prefill, network, decode, pre_inference, itl, input_tokens, output_tokens", f.Sort)
+		}
+	}
+	return f, nil
+}
+
+func (s *Server) apiRequests(c echo.Context) error {
+	f, err := s.requestFilter(c)
+	if err != nil {
+		return err
+	}
+	reqs, total, err := s.deps.Queries.Requests(c.Request().Context(), f)
+	if err != nil {
+		return s.internal(err)
+	}
+	out := make([]requestJSON, len(reqs))
+	for i, r := range reqs {
+		out[i] = toRequestJSON(r)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"requests": out, "total": total})
+}
+
+func (s *Server) diagnoseRequest(c echo.Context) (analysis.DiagnoseRequest, error) {
+	w, err := window(c, "from", "to", time.Now())
+	if err != nil {
+		return analysis.DiagnoseRequest{}, err
+	}
+	d := analysis.DiagnoseRequest{Project: projectOf(c), Window: w, Service: c.QueryParam("service"), Model: c.QueryParam("model")}
+	if c.QueryParam("baseline_from") != "" || c.QueryParam("baseline_to") != "" {
+		if c.QueryParam("baseline_from") == "" || c.QueryParam("baseline_to") == "" {
+			return d, badRequest("give both baseline_from and baseline_to, or neither (default: the 3× window before)")
+		}
+		if d.Baseline, err = window(c, "baseline_from", "baseline_to", time.Now()); err != nil {
+			return d, err
+		}
+	}
+	d.SLO, d.Prices = s.sloAndPrices(c, d.Project, d.Service, d.Model)
+	return d, nil
+}
+
+// sloAndPrices is filled in by the settings code when it exists.
+func (s *Server) sloAndPrices(c echo.Context, project uint32, service, model string) (*diagnose.SLO, map[string]diagnose.Price) {
+	if s.deps.Settings == nil {
+		return nil, nil
+	}
+	return s.deps.Settings.SLOAndPrices(c.Request().Context(), project, service, model)
+}
+
+func (s *Server) apiDiagnose(c echo.Context) error {
+	d, err := s.diagnoseRequest(c)
+	if err != nil {
+		return err
+	}
+	out, err := s.deps.Queries.Diagnose(c.Request().Context(), d)
+	if err != nil {
+		return s.internal(err)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) apiSeries(c echo.Context) error {
+	d, err := s.diagnoseRequest(c)
+	if err != nil {
+		return err
+	}
+	buckets, width, err := s.deps.Queries.Series(c.Request().Context(), d)
+	if err != nil {
+		return s.internal(err)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"bucket_seconds": width, "series": buckets})
+}
+
+func (s *Server) apiCompare(c echo.Context) error {
+	a, err := window(c, "a_from", "a_to", time.Now())
+	if err != nil {
+		return err
+	}
+	b, err := window(c, "b_from", "b_to", time.Now())
+	if err != nil {
+		return err
+	}
+	if c.QueryParam("a_from") == "" || c.QueryParam("b_from") == "" {
+		return badRequest("compare needs a_from, a_to, b_from and b_to (RFC 3339)")
+	}
+	_, prices := s.sloAndPrices(c, projectOf(c), c.QueryParam("service"), c.QueryParam("model"))
+	out, err := s.deps.Queries.Compare(c.Request().Context(), projectOf(c), a, b, c.QueryParam("service"), c.QueryParam("model"), prices)
+	if err != nil {
+		return s.internal(err)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) apiServices(c echo.Context) error {
+	since := time.Now().Add(-7 * 24 * time.Hour)
+	if v := c.QueryParam("last"); v != "" {
+		d, err := parseLast(v)
+		if err != nil {
+			return err
+		}
+		since = time.Now().Add(-d)
+	}
+	out, err := s.deps.Queries.Services(c.Request().Context(), projectOf(c), since)
+	if err != nil {
+		return s.internal(err)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"services": out})
+}
+
+func (s *Server) apiTrace(c echo.Context) error {
+	id := strings.ToLower(c.Param("id"))
+	if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
+		return badRequest("trace id must be 32 hex characters")
+	}
+	spans, reqs, err := s.deps.Queries.Trace(c.Request().Context(), projectOf(c), id)
+	if err != nil {
+		return s.internal(err)
+	}
+	if len(spans) == 0 {
+		return echo.NewHTTPError(http.StatusNotFound, "no trace "+id+" in this project")
+	}
+	out := make([]requestJSON, len(reqs))
+	for i, r := range reqs {
+		out[i] = toRequestJSON(r)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"spans": spans, "requests": out})
+}
+
+func (s *Server) apiEvents(c echo.Context) error {
+	body, err := readLimited(c.Request(), 4<<20)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusRequestEntityTooLarge, err.Error())
+	}
+	n, err := s.deps.Events.IntakeEvents(c.Request().Context(), projectOf(c), body)
+	if err != nil {
+		if errors.Is(err, ingest.ErrInvalidEvents) {
+			return badRequest("%s", err.Error())
+		}
+		if errors.Is(err, ingest.ErrOverloaded) {
+			c.Response().Header().Set("Retry-After", "2")
+			return echo.NewHTTPError(http.StatusTooManyRequests, err.Error())
+		}
+		return s.internal(err)
+	}
+	return c.JSON(http.StatusAccepted, map[string]int{"accepted": n})
+}
+
+func readLimited(r *http.Request, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("body exceeds %d bytes", limit)
+	}
+	return b, nil
+}
+
+// internal logs the chain and shows the user a clear sentence.
+func (s *Server) internal(err error) error {
+	s.deps.Log.Error("request failed", "err", err)
+	if errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "TIMEOUT_EXCEEDED") {
+		return echo.NewHTTPError(http.StatusServiceUnavailable, "the query took too long; try a shorter window")
+	}
+	return echo.NewHTTPError(http.StatusServiceUnavailable, "the event store could not answer: "+firstLine(err.Error()))
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
