@@ -122,7 +122,7 @@ func (p *promParser) line(line string) (done bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	if !p.keep(s.name, s.labels) || math.IsNaN(s.value) || math.IsInf(s.value, 0) {
+	if !p.keep(s.name) || math.IsNaN(s.value) || math.IsInf(s.value, 0) {
 		return false, nil
 	}
 	t := p.now
@@ -172,7 +172,7 @@ var familySuffixes = map[string]map[string]bool{
 
 // keep says whether a series is stored: everything but buckets, quantiles
 // and OpenMetrics _created timestamps.
-func (p *promParser) keep(name string, labels map[string]string) bool {
+func (p *promParser) keep(name string) bool {
 	if base, ok := strings.CutSuffix(name, "_created"); ok {
 		// Python's prometheus_client (vLLM, SGLang) emits each counter's
 		// and histogram's creation time as a separate gauge family.
@@ -186,11 +186,10 @@ func (p *promParser) keep(name string, labels map[string]string) bool {
 	}
 	if t, ok := p.types[name]; ok {
 		switch t {
-		case "histogram", "gaugehistogram":
-			return false // no series is named after the bare family
-		case "summary":
-			_, quantile := labels["quantile"]
-			return !quantile
+		case "histogram", "gaugehistogram", "summary":
+			// A bare summary sample is a quantile, a bare histogram
+			// sample is malformed: only _sum and _count are points.
+			return false
 		}
 		return true
 	}
@@ -227,31 +226,38 @@ type promSample struct {
 }
 
 // parseSample reads `name{label="value",…} value [timestamp]`, including
-// the quoted-name form `{"name","label"="value"} value` of UTF-8 metric
-// names and OpenMetrics exemplars (` # {…} value`), which are ignored.
+// the quoted forms of UTF-8 metric names (`{"name","label"="value"} 1`,
+// `"name" 1`) and OpenMetrics exemplars (` # {…} value`), which are ignored.
 func parseSample(line string, openMetrics bool) (promSample, error) {
 	s := promSample{labels: map[string]string{}}
 	sc := scanner{s: line}
-	spaced := false
-	if sc.peek() != '{' {
+	// Like expfmt, no blank is required where a name or a brace already
+	// ends the token: `m {a="b"}`, `m{a="b"}1` and `m+1` all parse.
+	switch sc.peek() {
+	case '{':
+	case '"': // a quoted UTF-8 name before the braces
+		q, err := sc.quoted()
+		if err != nil {
+			return s, fmt.Errorf("metric name: %w", err)
+		}
+		s.name = q
+		sc.blank()
+	default:
 		s.name = sc.metricName()
 		if s.name == "" {
 			return s, fmt.Errorf("invalid metric name at %q", clip(line))
 		}
-		spaced = sc.blank() // `name {…}` is accepted, as expfmt does
+		sc.blank()
 	}
 	if sc.peek() == '{' {
 		sc.pos++
 		if err := sc.labels(&s); err != nil {
 			return s, err
 		}
-		spaced = sc.blank()
+		sc.blank()
 	}
 	if s.name == "" {
 		return s, errors.New("sample without metric name")
-	}
-	if !spaced {
-		return s, fmt.Errorf("expected space after %q", clip(s.name))
 	}
 	tok := sc.token()
 	v, err := strconv.ParseFloat(tok, 64)
@@ -381,7 +387,7 @@ func (sc *scanner) quoted() (string, error) {
 	return "", errors.New("unterminated quoted string")
 }
 
-// labels reads `name="value",…}` after the opening brace. A quoted string
+// labels reads `name="value",…}` after the opening brace. A leading name
 // not followed by '=' is the metric name (UTF-8 names, Prometheus 3).
 func (sc *scanner) labels(s *promSample) error {
 	for {
@@ -409,9 +415,17 @@ func (sc *scanner) labels(s *promSample) error {
 				continue
 			}
 		} else {
-			name = sc.ident(false)
+			name = sc.ident(s.name == "") // a leading bare name may hold ':'
 			if name == "" {
 				return fmt.Errorf("invalid label name at %q", clip(sc.rest()))
+			}
+			sc.blank()
+			if c := sc.peek(); (c == ',' || c == '}') && s.name == "" {
+				s.name = name // `{name}` and `{name,a="b"}`, as expfmt reads them
+				if c == ',' {
+					sc.pos++
+				}
+				continue
 			}
 		}
 		sc.blank()

@@ -25,7 +25,8 @@ type TraceResult struct {
 // Traces normalizes every span of req, LLM or not (app spans give the
 // pre-inference time). Corrupt spans are rejected and counted; oversized
 // attributes are clamped to lim. now bounds how far in the future a
-// timestamp may lie.
+// timestamp may lie. Spans of one resource share one Resource map: treat it
+// as read-only.
 func Traces(projectID uint32, req *coltracepb.ExportTraceServiceRequest, now time.Time, lim Limits) TraceResult {
 	lim = lim.withDefaults()
 	var (
