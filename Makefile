@@ -17,8 +17,14 @@ test: deps check-generated lint
 	$(GO) test -count=1 -timeout 45m ./...
 	$(MAKE) fuzz FUZZTIME=5s
 
-deps: $(NODE_STAMP)
+deps: $(NODE_STAMP) web/static/vendor/.stamp
 	$(GO) mod download
+
+# Browser libraries come from npm and are embedded into the binary.
+web/static/vendor/.stamp: $(NODE_STAMP)
+	mkdir -p web/static/vendor
+	cp node_modules/uplot/dist/uPlot.iife.min.js node_modules/uplot/dist/uPlot.min.css node_modules/htmx.org/dist/htmx.min.js web/static/vendor/
+	touch $@
 
 # npm ci only when the lockfile changed since the last install.
 $(NODE_STAMP): package.json package-lock.json

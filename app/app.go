@@ -102,12 +102,13 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	a.Queries = &analysis.Queries{CH: a.CH}
 
 	app := web.New(web.Deps{
-		Log:     log,
-		Stores:  map[string]web.Pinger{"postgres": a.PG, "clickhouse": a.CH},
-		Metrics: pipe.Metrics.Registry,
-		Queries: a.Queries,
-		Keys:    a.Keys,
-		Events:  a.Ingest,
+		Log:      log,
+		Stores:   map[string]web.Pinger{"postgres": a.PG, "clickhouse": a.CH},
+		Metrics:  pipe.Metrics.Registry,
+		Queries:  a.Queries,
+		Keys:     a.Keys,
+		Events:   a.Ingest,
+		Sessions: a.PG,
 	})
 	if a.HTTPAddr, err = a.serveHTTP(cfg.HTTPAddr, app); err != nil {
 		return nil, err

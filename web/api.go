@@ -82,15 +82,7 @@ func (s *Server) requireKey(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// sessionProject is replaced when browser sessions exist.
-var sessionHook func(s *Server, c echo.Context) (uint32, bool)
-
-func (s *Server) sessionProject(c echo.Context) (uint32, bool) {
-	if sessionHook == nil {
-		return 0, false
-	}
-	return sessionHook(s, c)
-}
+func (s *Server) sessionProject(c echo.Context) (uint32, bool) { return s.sessionFromCookie(c) }
 
 func isUnknownKey(err error) bool { return errors.Is(err, postgres.ErrUnknownKey) }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
+	"github.com/tokenpath/tokenpath/web/views"
 )
 
 // Pinger is a store that can say whether it answers.
@@ -35,6 +36,7 @@ type Deps struct {
 	Keys     Keys
 	Events   EventIntake
 	Settings Settings // optional: SLOs and price table
+	Sessions Sessions
 }
 
 // Settings supplies per-project SLOs and model prices.
@@ -55,8 +57,20 @@ func New(d Deps) *echo.Echo {
 	e.HidePort = true
 	e.Use(middleware.Recover())
 	e.Use(middleware.RequestID())
+	e.Use(securityHeaders)
+	e.Use(middleware.BodyLimit("8M"))
+	e.Use(csrf())
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	e.GET("/static/*", serveStatic())
+
+	loginLimit := middleware.RateLimiter(middleware.NewRateLimiterMemoryStoreWithConfig(
+		middleware.RateLimiterMemoryStoreConfig{Rate: 0.2, Burst: 10, ExpiresIn: 10 * time.Minute}))
+	e.GET("/login", s.loginPage)
+	e.POST("/login", s.login, loginLimit)
+	e.POST("/logout", s.logout)
+	s.pageRoutes(e.Group("", s.requireSession))
+
 	api := e.Group("/api/v1", s.requireKey)
 	api.GET("/requests", s.apiRequests)
 	api.GET("/diagnose", s.apiDiagnose)
@@ -94,7 +108,8 @@ func (s *Server) readyz(c echo.Context) error {
 	return c.JSON(status, map[string]any{"ready": status == http.StatusOK, "checks": checks})
 }
 
-// errorHandler answers /api/ (and anything not a page) with {"error": …}.
+// errorHandler answers pages with an HTML error page and everything else
+// (API, protocol endpoints) with {"error": …}.
 func (s *Server) errorHandler(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
@@ -106,6 +121,13 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		msg = fmt.Sprint(he.Message)
 	} else {
 		s.deps.Log.Error("unhandled error", "err", err, "path", c.Path())
+	}
+	if code == http.StatusNotFound && msg == "Not Found" {
+		msg = "There is nothing at " + c.Request().URL.Path + "."
+	}
+	if isPage(c) && c.Request().Method == http.MethodGet {
+		_ = render(c, code, views.ErrorPage(s.page(c, views.StatusTitle(code), ""), code, msg))
+		return
 	}
 	_ = c.JSON(code, apiError{Error: msg})
 }
