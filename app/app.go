@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -102,13 +103,15 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	a.Queries = &analysis.Queries{CH: a.CH}
 
 	app := web.New(web.Deps{
-		Log:      log,
-		Stores:   map[string]web.Pinger{"postgres": a.PG, "clickhouse": a.CH},
-		Metrics:  pipe.Metrics.Registry,
-		Queries:  a.Queries,
-		Keys:     a.Keys,
-		Events:   a.Ingest,
-		Sessions: a.PG,
+		Log:       log,
+		Stores:    map[string]web.Pinger{"postgres": a.PG, "clickhouse": a.CH},
+		Metrics:   pipe.Metrics.Registry,
+		Queries:   a.Queries,
+		Keys:      a.Keys,
+		Events:    a.Ingest,
+		Sessions:  a.PG,
+		PG:        a.PG,
+		PublicURL: publicURL(cfg),
 	})
 	if a.HTTPAddr, err = a.serveHTTP(cfg.HTTPAddr, app); err != nil {
 		return nil, err
@@ -267,4 +270,14 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	a.Stop(context.Background())
 	log.Info("stopped")
 	return runErr
+}
+
+// publicURL is the base of share links: TOKENPATH_PUBLIC_URL, else
+// http://localhost:<http port>.
+func publicURL(cfg *config.Config) string {
+	if cfg.PublicURL != "" {
+		return strings.TrimRight(cfg.PublicURL, "/")
+	}
+	_, port, _ := net.SplitHostPort(cfg.HTTPAddr)
+	return "http://localhost:" + port
 }

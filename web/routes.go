@@ -1,17 +1,41 @@
 package web
 
 import (
-	"net/http"
-
 	"github.com/labstack/echo/v4"
 )
 
 // pageRoutes lists every logged-in page. Each page lives in its own file
 // (<page>_page.go with views/<page>.templ).
 func (s *Server) pageRoutes(g *echo.Group) {
+	// overview_page.go, requests_page.go, settings_page.go, slos_page.go
 	g.GET("/", s.overviewPage)
+	g.GET("/requests", s.requestsPage)
+	g.GET("/requests/:trace", s.requestDetailPage)
+	g.GET("/settings", s.settingsPage)
+	g.POST("/settings/keys", s.createKey)
+	g.POST("/settings/keys/:id/revoke", s.revokeKey)
+	g.POST("/settings/targets", s.createTarget)
+	g.POST("/settings/targets/:id/delete", s.deleteTarget)
+	g.POST("/settings/prices", s.savePrices)
+	g.GET("/slos", s.slosPage)
+	g.POST("/slos", s.createSLO)
+	g.POST("/slos/:id/delete", s.deleteSLO)
+	g.POST("/slos/alerts", s.saveAlertRule)
+
+	// diagnose_page.go, compare_page.go, share.go
+	g.GET("/diagnose", s.diagnosePage)
+	g.GET("/compare", s.comparePage)
+	g.POST("/share", s.createShareForm)
+	g.GET("/shares", s.sharesPage)
+	g.POST("/shares/:id/revoke", s.revokeShare)
 }
 
-func (s *Server) overviewPage(c echo.Context) error {
-	return c.Redirect(http.StatusSeeOther, "/requests")
+// publicRoutes need no login: shared snapshots.
+func (s *Server) publicRoutes(e *echo.Echo) {
+	e.GET("/s/:token", s.sharedSnapshot)
+}
+
+// apiShareRoutes are the share endpoints of /api/v1.
+func (s *Server) apiShareRoutes(api *echo.Group) {
+	api.POST("/share", s.apiCreateShare)
 }

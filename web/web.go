@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
+	"github.com/tokenpath/tokenpath/store/postgres"
 	"github.com/tokenpath/tokenpath/web/views"
 )
 
@@ -37,6 +38,11 @@ type Deps struct {
 	Events   EventIntake
 	Settings Settings // optional: SLOs and price table
 	Sessions Sessions
+	// PG is the relational store; pages declare the small interfaces they
+	// use from it in their own files.
+	PG *postgres.Store
+	// PublicURL prefixes share links and alert links.
+	PublicURL string
 }
 
 // Settings supplies per-project SLOs and model prices.
@@ -69,6 +75,7 @@ func New(d Deps) *echo.Echo {
 	e.GET("/login", s.loginPage)
 	e.POST("/login", s.login, loginLimit)
 	e.POST("/logout", s.logout)
+	s.publicRoutes(e)
 	s.pageRoutes(e.Group("", s.requireSession))
 
 	api := e.Group("/api/v1", s.requireKey)
@@ -79,6 +86,7 @@ func New(d Deps) *echo.Echo {
 	api.GET("/services", s.apiServices)
 	api.GET("/traces/:id", s.apiTrace)
 	api.POST("/events", s.apiEvents)
+	s.apiShareRoutes(api)
 	e.HTTPErrorHandler = s.errorHandler
 	if d.Metrics != nil {
 		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Metrics, promhttp.HandlerOpts{})))
