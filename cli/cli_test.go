@@ -1,0 +1,89 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokenpath/tokenpath/app/apptest"
+	"github.com/tokenpath/tokenpath/cli"
+	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+// seedQueueing writes a baseline of fast requests and a window where queue
+// time explodes, straight into llm_requests.
+func seedQueueing(t *testing.T, srv *apptest.Server, now time.Time) {
+	t.Helper()
+	rng := rand.New(rand.NewSource(1))
+	var rows []telemetry.LLMRequest
+	add := func(at time.Time, queue float64, i int) {
+		prefill, network, decode := 40+rng.Float64()*10, 10+rng.Float64()*5, 800+rng.Float64()*100
+		ttft := queue + prefill + network
+		rows = append(rows, telemetry.LLMRequest{ProjectID: 1, TraceID: strings.Repeat("a", 24) + time.Duration(i).String()[:1] + at.Format("150405.0")[:7],
+			SpanID: at.Format("150405.000000"), Service: "chat", ServerService: "vllm", Model: "llama", Instance: "vllm-0", Start: at,
+			TTFT: telemetry.Ptr(ttft), Queue: telemetry.Ptr(queue), Prefill: telemetry.Ptr(prefill), Network: telemetry.Ptr(network),
+			Decode: telemetry.Ptr(decode), E2E: telemetry.Ptr(ttft + decode), PreInference: telemetry.Ptr(30.0),
+			InputTokens: telemetry.Ptr[int64](500), OutputTokens: telemetry.Ptr[int64](100), ITL: telemetry.Ptr(decode / 99)})
+	}
+	for i := 0; i < 600; i++ { // baseline: 45 min before the window
+		add(now.Add(-60*time.Minute+time.Duration(i)*4500*time.Millisecond), 5+rng.Float64()*10, i)
+	}
+	for i := 0; i < 200; i++ { // window: last 15 min, queue grows
+		add(now.Add(-15*time.Minute+time.Duration(i)*4500*time.Millisecond), 1500+rng.Float64()*800, i)
+	}
+	if err := srv.CH.Insert(context.Background(), clickhouse.RequestsBatch(rows, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func run(t *testing.T, args ...string) (string, string, error) {
+	var out, errOut bytes.Buffer
+	env := cli.Env{Stdout: &out, Stderr: &errOut, Getenv: func(string) string { return "" }}
+	err := cli.Diagnose(context.Background(), env, args)
+	return out.String(), errOut.String(), err
+}
+
+func TestDiagnoseCommand(t *testing.T) {
+	srv := apptest.Start(t, apptest.Options{})
+	now := time.Now().UTC()
+	seedQueueing(t, srv, now)
+	base := []string{"--server", "http://" + srv.HTTPAddr, "--key", apptest.Key, "--service", "chat", "--last", "15m"}
+
+	out, _, err := run(t, base...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"VERDICT  QUEUEING", "EVIDENCE", "COMPONENT", "queue", "prefill"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	out, _, err = run(t, append(base, "--json")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Verdict  string `json:"verdict"`
+		Requests int    `json:"requests"`
+	}
+	// The window ends "now", a moment after seeding: the oldest row may fall out.
+	if err := json.Unmarshal([]byte(out), &d); err != nil || d.Verdict != "queueing" || d.Requests < 195 || d.Requests > 200 {
+		t.Fatalf("--json: %v %+v", err, d)
+	}
+
+	if _, _, err := run(t, "--server", "http://"+srv.HTTPAddr, "--service", "chat"); err == nil || !strings.Contains(err.Error(), "API key") {
+		t.Errorf("missing key: %v", err)
+	}
+	if _, _, err := run(t, "--server", "http://"+srv.HTTPAddr, "--key", "wrong-key-000000000000", "--service", "chat"); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("wrong key: %v", err)
+	}
+	if _, _, err := run(t, append(base[:6], "--from", "yesterday")...); err == nil || !strings.Contains(err.Error(), "RFC 3339") {
+		t.Errorf("bad time: %v", err)
+	}
+}
