@@ -43,10 +43,6 @@ var (
 	errAuthUnavailable = errors.New("cannot check the API key right now (PostgreSQL unreachable); retry later")
 )
 
-type invalidError struct{ msg string }
-
-func (e *invalidError) Error() string { return e.msg }
-
 func (r *Receiver) now() time.Time {
 	if r.Now != nil {
 		return r.Now()

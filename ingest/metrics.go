@@ -1,6 +1,9 @@
 package ingest
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
 
 // Metrics are Tokenpath's own ingest figures, served at /metrics.
 type Metrics struct {
@@ -13,6 +16,7 @@ type Metrics struct {
 	QueueDepth   prometheus.Gauge // rows acknowledged, not yet in ClickHouse
 	Written      prometheus.Counter
 	WriteLatency prometheus.Histogram
+	ScrapeUp     *prometheus.GaugeVec // 1 when the last scrape of a /metrics target succeeded
 }
 
 // NewMetrics registers the ingest metrics in a fresh registry.
@@ -35,8 +39,10 @@ func NewMetrics() *Metrics {
 			Help: "Rows written to ClickHouse."}),
 		WriteLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tokenpath_ingest_write_seconds",
 			Help: "Time to write one sealed segment to ClickHouse.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
+		ScrapeUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokenpath_scrape_up",
+			Help: "1 if the last scrape of the Prometheus target succeeded, 0 if it failed."}, []string{"target"}),
 	}
-	m.Registry.MustRegister(m.Received, m.Accepted, m.Rejected, m.Requests, m.Overloaded, m.QueueDepth, m.Written, m.WriteLatency,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m.Registry.MustRegister(m.Received, m.Accepted, m.Rejected, m.Requests, m.Overloaded, m.QueueDepth, m.Written, m.WriteLatency, m.ScrapeUp,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
