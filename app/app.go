@@ -22,6 +22,7 @@ import (
 	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/auth"
 	"github.com/tokenpath/tokenpath/config"
+	"github.com/tokenpath/tokenpath/demo"
 	"github.com/tokenpath/tokenpath/ingest"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/store/postgres"
@@ -56,6 +57,8 @@ type App struct {
 	Ingest  *ingest.Receiver
 	Keys    *auth.Cache
 	Queries *analysis.Queries
+	// Scraper pulls inference servers' /metrics; Status feeds the settings page.
+	Scraper *ingest.Scraper
 
 	// Bound addresses (useful when the config asked for port 0).
 	HTTPAddr, OTLPHTTPAddr, OTLPGRPCAddr string
@@ -64,6 +67,7 @@ type App struct {
 	servers  []*http.Server
 	grpc     *grpc.Server
 	cancel   context.CancelFunc
+	demoCtx  context.Context
 	workers  sync.WaitGroup
 	errc     chan error
 	stopOnce sync.Once
@@ -89,6 +93,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 
 	workCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = cancel
+	a.demoCtx = workCtx
 	pipe, err := ingest.NewPipeline(filepath.Join(cfg.DataDir, "wal"), a.CH, ingest.PipelineConfig{}, log)
 	if err != nil {
 		return nil, err
@@ -96,6 +101,9 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	a.Ingest = &ingest.Receiver{Pipeline: pipe, Auth: a.Keys, MaxBodyBytes: cfg.MaxBodyBytes, Log: log}
 	a.workers.Add(1)
 	go func() { defer a.workers.Done(); pipe.Run(workCtx) }()
+	a.Scraper = ingest.NewScraper(a.Ingest, ingest.PostgresScrapeTargets{Pool: a.PG.Pool}, cfg.ScrapeTargets, log)
+	a.workers.Add(1)
+	go func() { defer a.workers.Done(); a.Scraper.Run(workCtx) }()
 
 	asm := &analysis.Assembler{CH: a.CH, PG: a.PG, Log: log}
 	a.workers.Add(1)
@@ -261,6 +269,12 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	}
 	log.Info("tokenpath ready", "ui", a.HTTPAddr, "otlp_http", a.OTLPHTTPAddr, "otlp_grpc", a.OTLPGRPCAddr,
 		"startup", time.Since(t0).Round(time.Millisecond))
+	if cfg.Demo {
+		if err := a.startDemo(ctx); err != nil {
+			a.Stop(context.Background())
+			return err
+		}
+	}
 	var runErr error
 	select {
 	case <-ctx.Done():
@@ -280,4 +294,67 @@ func publicURL(cfg *config.Config) string {
 	}
 	_, port, _ := net.SplitHostPort(cfg.HTTPAddr)
 	return "http://localhost:" + port
+}
+
+// startDemo runs the demo traffic generator against this server's own OTLP
+// endpoint, with the bootstrap key or a key it creates and prints.
+func (a *App) startDemo(ctx context.Context) error {
+	if a.OTLPHTTPAddr == "" {
+		return errors.New("--demo needs the OTLP/HTTP receiver (TOKENPATH_OTLP_HTTP_ADDR)")
+	}
+	key, err := a.demoKey(ctx)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	ui := "http://" + loopback(a.HTTPAddr)
+	fmt.Fprintf(os.Stderr, "\n  Tokenpath is running with demo traffic.\n  Open %s and log in with the API key:\n\n      %s\n\n  Send your own OTLP to %s (header Authorization: Bearer <key>). Ctrl-C stops everything.\n\n",
+		ui, key, "http://"+loopback(a.OTLPHTTPAddr))
+	a.workers.Add(1)
+	go func() {
+		defer a.workers.Done()
+		err := demo.Run(a.demoCtx, demo.Config{OTLPEndpoint: "http://" + loopback(a.OTLPHTTPAddr), APIBase: ui, APIKey: key, Log: a.Log}, time.Hour)
+		if err != nil && a.demoCtx.Err() == nil {
+			a.Log.Error("demo traffic stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// loopback turns a listen address like ":8080" or "0.0.0.0:8080" into one
+// a local client can dial.
+func loopback(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// demoKey is the bootstrap key when set, else a key created once and kept
+// in the data dir (0600) so restarts of `make run` reuse it.
+func (a *App) demoKey(ctx context.Context) (string, error) {
+	if a.Config.BootstrapKey != "" {
+		return a.Config.BootstrapKey, nil
+	}
+	path := filepath.Join(a.Config.DataDir, "demo-key")
+	if b, err := os.ReadFile(path); err == nil {
+		if _, err := a.PG.ProjectForKey(ctx, strings.TrimSpace(string(b))); err == nil {
+			return strings.TrimSpace(string(b)), nil
+		}
+	}
+	project, err := a.PG.EnsureProject(ctx, "default")
+	if err != nil {
+		return "", err
+	}
+	key, err := a.PG.CreateKey(ctx, project, "demo")
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("save demo key: %w", err)
+	}
+	return key, nil
 }

@@ -152,7 +152,12 @@ func Load(program string, args []string, getenv func(string) string, usageOut io
 			v = e
 		}
 		values[s.Env] = v
-		fs.Func(s.Flag, s.Usage, func(fv string) error { values[s.Env] = fv; return nil })
+		set := func(fv string) error { values[s.Env] = fv; return nil }
+		if s.Default == "true" || s.Default == "false" {
+			fs.BoolFunc(s.Flag, s.Usage, set) // --demo without a value
+		} else {
+			fs.Func(s.Flag, s.Usage, set)
+		}
 	}
 	fs.Usage = func() { Usage(usageOut, program) }
 	if err := fs.Parse(args); err != nil {

@@ -22,13 +22,13 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestEnvThenFlags(t *testing.T) {
-	c, err := Load("x", []string{"--http-addr", "127.0.0.1:9090"}, env(map[string]string{
+	c, err := Load("x", []string{"--http-addr", "127.0.0.1:9090", "--demo"}, env(map[string]string{
 		"TOKENPATH_HTTP_ADDR": ":7070", "TOKENPATH_RETENTION_DAYS": "7", "TOKENPATH_SCRAPE_TARGETS": "http://a/metrics, vllm=http://b/metrics",
 	}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.HTTPAddr != "127.0.0.1:9090" || c.RetentionDays != 7 || len(c.ScrapeTargets) != 2 || c.ScrapeTargets[1] != "vllm=http://b/metrics" {
+	if !c.Demo || c.HTTPAddr != "127.0.0.1:9090" || c.RetentionDays != 7 || len(c.ScrapeTargets) != 2 || c.ScrapeTargets[1] != "vllm=http://b/metrics" {
 		t.Fatalf("%+v", c)
 	}
 }

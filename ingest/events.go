@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -38,7 +39,15 @@ func ParseEvents(body []byte, project uint32, now time.Time) ([]telemetry.Event,
 	dec := func(v any) error {
 		d := json.NewDecoder(bytes.NewReader(body))
 		d.DisallowUnknownFields()
-		return d.Decode(v)
+		if err := d.Decode(v); err != nil {
+			return err
+		}
+		// Decode stops after one value: newline-delimited objects would
+		// store the first and silently drop the rest.
+		if _, err := d.Token(); err != io.EOF {
+			return errors.New("unexpected data after the JSON value: send one object or one array")
+		}
+		return nil
 	}
 	switch {
 	case len(body) == 0:

@@ -7,11 +7,13 @@ import (
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	_ "google.golang.org/grpc/encoding/gzip" // registers the gzip compressor exporters use
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // RegisterGRPC adds the OTLP trace, metrics and logs services to s.
@@ -52,7 +54,13 @@ func (r *Receiver) grpcProject(ctx context.Context, signal string) (uint32, erro
 func (r *Receiver) grpcStatus(signal string, err error) error {
 	if errors.Is(err, ErrOverloaded) {
 		r.Pipeline.Metrics.Requests.WithLabelValues(signal, "grpc", "overloaded").Inc()
-		return status.Error(codes.ResourceExhausted, err.Error())
+		// OTLP exporters retry RESOURCE_EXHAUSTED only when the status
+		// carries RetryInfo; without it they drop the data.
+		st, derr := status.New(codes.ResourceExhausted, err.Error()).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(overloadRetryDelay)})
+		if derr != nil {
+			return status.Error(codes.ResourceExhausted, err.Error())
+		}
+		return st.Err()
 	}
 	r.Pipeline.Metrics.Requests.WithLabelValues(signal, "grpc", "error").Inc()
 	r.Log.Error("otlp export failed", "signal", signal, "err", err)

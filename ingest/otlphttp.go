@@ -12,7 +12,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
@@ -53,18 +55,25 @@ func (r *Receiver) handle(signal string, newReq func() proto.Message, export fun
 	return func(w http.ResponseWriter, req *http.Request) {
 		enc := encProto
 		mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
-		switch mt {
-		case "application/x-protobuf", "application/protobuf":
-		case "application/json":
+		if mt == "application/json" {
 			enc = encJSON
-		default:
-			r.fail(w, enc, signal, http.StatusUnsupportedMediaType, "unsupported Content-Type %q: send application/x-protobuf or application/json", mt)
-			return
 		}
+		// The method first: a GET carries no Content-Type and must hear 405,
+		// not 415.
 		if req.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			r.fail(w, enc, signal, http.StatusMethodNotAllowed, "use POST")
 			return
+		}
+		switch mt {
+		case "application/x-protobuf", "application/protobuf", "application/json":
+		default:
+			r.fail(w, enc, signal, http.StatusUnsupportedMediaType, "unsupported Content-Type %q: send application/x-protobuf or application/json", mt)
+			return
+		}
+		// OTLP/HTTP answers in the request's media type.
+		if enc == encProto {
+			w.Header().Set("Content-Type", mt)
 		}
 		project, err := r.authenticate(req.Context(), req.Header.Get("Authorization"))
 		if err != nil {
@@ -90,7 +99,7 @@ func (r *Receiver) handle(signal string, newReq func() proto.Message, export fun
 		if err != nil {
 			switch {
 			case errors.Is(err, ErrOverloaded):
-				w.Header().Set("Retry-After", "2")
+				w.Header().Set("Retry-After", strconv.Itoa(int(overloadRetryDelay/time.Second)))
 				r.fail(w, enc, signal, http.StatusTooManyRequests, "%s", err.Error())
 			default:
 				r.Log.Error("otlp export failed", "signal", signal, "err", err)
@@ -207,7 +216,9 @@ func (r *Receiver) write(w http.ResponseWriter, enc encoding, code int, msg prot
 		w.Header().Set("Content-Type", "application/json")
 		out, err = protojson.Marshal(msg)
 	} else {
-		w.Header().Set("Content-Type", "application/x-protobuf")
+		if w.Header().Get("Content-Type") == "" {
+			w.Header().Set("Content-Type", "application/x-protobuf")
+		}
 		out, err = proto.Marshal(msg)
 	}
 	if err != nil {

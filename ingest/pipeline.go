@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,10 @@ func (r *Rows) count() int { return len(r.Spans) + len(r.Points) + len(r.Events)
 // ErrOverloaded means the write path is saturated; exporters should back
 // off and retry (HTTP 429, gRPC RESOURCE_EXHAUSTED).
 var ErrOverloaded = errors.New("tokenpath is ingesting at capacity; retry later")
+
+// overloadRetryDelay is the back-off suggested to exporters on ErrOverloaded
+// (HTTP Retry-After, gRPC RetryInfo).
+const overloadRetryDelay = 2 * time.Second
 
 // PipelineConfig tunes the batching writer; zero values take defaults.
 type PipelineConfig struct {
@@ -229,13 +234,20 @@ func (p *Pipeline) writeSegment(ctx context.Context, s Segment) error {
 		}
 	}
 	acked := rows.count()
-	rows.Events = append(rows.Events, p.newInstances(rows)...)
+	// The inferred instance events go into a copy: the pending rows must
+	// stay as acknowledged (a retry after a failed insert would count them
+	// twice), and an instance is marked known only once its event is
+	// stored, or a failed insert would lose the event for good.
+	started := p.newInstances(rows)
+	batch := *rows
+	batch.Events = append(slices.Clip(rows.Events), started...)
 	t0 := time.Now()
-	if err := p.insert(ctx, rows); err != nil {
+	if err := p.insert(ctx, &batch); err != nil {
 		return err
 	}
+	p.markInstances(started)
 	p.Metrics.WriteLatency.Observe(time.Since(t0).Seconds())
-	p.Metrics.Written.Add(float64(rows.count()))
+	p.Metrics.Written.Add(float64(batch.count()))
 	if err := p.wal.Remove(s); err != nil {
 		return fmt.Errorf("remove segment: %w", err)
 	}
@@ -247,7 +259,7 @@ func (p *Pipeline) writeSegment(ctx context.Context, s Segment) error {
 	}
 	p.Metrics.QueueDepth.Set(float64(max(p.nPend.Load(), 0)))
 	if p.OnWritten != nil {
-		p.OnWritten(*rows)
+		p.OnWritten(batch)
 	}
 	return nil
 }
@@ -276,7 +288,8 @@ func (p *Pipeline) insert(ctx context.Context, rows *Rows) error {
 
 // newInstances infers an instance_started event the first time an
 // inference instance shows up (a server span or a metric point), at the
-// earliest time it was seen in this batch.
+// earliest time it was seen in this batch. markInstances records them as
+// known once stored.
 func (p *Pipeline) newInstances(rows *Rows) []telemetry.Event {
 	first := map[instanceKey]time.Time{}
 	note := func(k instanceKey, t time.Time) {
@@ -307,11 +320,18 @@ func (p *Pipeline) newInstances(rows *Rows) []telemetry.Event {
 		if p.instances[k] {
 			continue
 		}
-		p.instances[k] = true
 		out = append(out, telemetry.Event{ProjectID: k.project, Time: t, Kind: telemetry.EventInstanceStarted,
 			Service: k.service, Instance: k.instance, Reason: "first seen", Source: "tokenpath"})
 	}
 	return out
+}
+
+func (p *Pipeline) markInstances(started []telemetry.Event) {
+	p.instMu.Lock()
+	defer p.instMu.Unlock()
+	for _, e := range started {
+		p.instances[instanceKey{e.ProjectID, e.Service, e.Instance}] = true
+	}
 }
 
 // DecodeRecord turns a WAL record back into rows.

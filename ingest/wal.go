@@ -68,6 +68,13 @@ func ReadSegment(path string) ([]Record, error) {
 		return nil, err
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	// remaining bounds a record's claimed length: a torn or corrupt length
+	// field must not make replay allocate up to a gigabyte.
+	remaining := fi.Size()
 	br := bufio.NewReaderSize(f, 1<<20)
 	var out []Record
 	for {
@@ -78,10 +85,12 @@ func ReadSegment(path string) ([]Record, error) {
 		if binary.LittleEndian.Uint32(h[0:]) != recordMagic {
 			return out, nil
 		}
+		remaining -= recordHeader
 		n := binary.LittleEndian.Uint32(h[17:])
-		if n > 1<<30 {
+		if int64(n)+4 > remaining {
 			return out, nil
 		}
+		remaining -= int64(n) + 4
 		body := make([]byte, int(n)+4)
 		if _, err := io.ReadFull(br, body); err != nil {
 			return out, nil
@@ -104,14 +113,17 @@ func ReadSegment(path string) ([]Record, error) {
 // the record is fsynced, so an acknowledged export survives SIGKILL; many
 // concurrent appends share one fsync.
 type WAL struct {
-	dir   string
-	reqs  chan *appendReq
-	done  chan struct{}
-	mu    sync.Mutex // guards cur, seq
-	cur   *os.File
-	seq   uint64
-	size  int64
-	close sync.Once
+	dir  string
+	reqs chan *appendReq
+	done chan struct{}
+	// exited closes when commitLoop has returned: a request it has not
+	// answered by then was never written.
+	exited chan struct{}
+	mu     sync.Mutex // guards cur, seq
+	cur    *os.File
+	seq    uint64
+	size   int64
+	close  sync.Once
 }
 
 type appendReq struct {
@@ -135,7 +147,7 @@ func OpenWAL(dir string) (*WAL, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create wal dir: %w", err)
 	}
-	w := &WAL{dir: dir, reqs: make(chan *appendReq, 1024), done: make(chan struct{})}
+	w := &WAL{dir: dir, reqs: make(chan *appendReq, 1024), done: make(chan struct{}), exited: make(chan struct{})}
 	segs, err := w.Sealed()
 	if err != nil {
 		return nil, err
@@ -180,12 +192,24 @@ func (w *WAL) Append(ctx context.Context, rec Record) (uint64, error) {
 		return 0, ctx.Err()
 	}
 	// Once queued the record will be written; wait for the fsync even if
-	// the caller gave up, so the answer is never a lie.
-	err := <-req.errc
-	return <-req.seq, err
+	// the caller gave up, so the answer is never a lie. After Close the
+	// loop may be gone with the request still queued: the send above can
+	// win the race against done, and waiting would hang forever.
+	select {
+	case err := <-req.errc:
+		return <-req.seq, err
+	case <-w.exited:
+		select {
+		case err := <-req.errc: // answered just before the loop returned
+			return <-req.seq, err
+		default:
+			return 0, ErrWALClosed
+		}
+	}
 }
 
 func (w *WAL) commitLoop() {
+	defer close(w.exited)
 	var buf []byte
 	for {
 		var first *appendReq

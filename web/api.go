@@ -1,6 +1,7 @@
 package web
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -332,6 +333,9 @@ func (s *Server) apiTrace(c echo.Context) error {
 func (s *Server) apiEvents(c echo.Context) error {
 	body, err := readLimited(c.Request(), 4<<20)
 	if err != nil {
+		if strings.Contains(err.Error(), "gzip") {
+			return badRequest("%s", err.Error())
+		}
 		return echo.NewHTTPError(http.StatusRequestEntityTooLarge, err.Error())
 	}
 	n, err := s.deps.Events.IntakeEvents(c.Request().Context(), projectOf(c), body)
@@ -348,8 +352,19 @@ func (s *Server) apiEvents(c echo.Context) error {
 	return c.JSON(http.StatusAccepted, map[string]int{"accepted": n})
 }
 
+// readLimited reads a body of at most limit bytes, after gzip
+// decompression when the client sent Content-Encoding: gzip.
 func readLimited(r *http.Request, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	var src io.Reader = r.Body
+	if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
+		zr, err := gzip.NewReader(io.LimitReader(r.Body, limit+1))
+		if err != nil {
+			return nil, fmt.Errorf("invalid gzip body: %w", err)
+		}
+		defer zr.Close()
+		src = zr
+	}
+	b, err := io.ReadAll(io.LimitReader(src, limit+1))
 	if err != nil {
 		return nil, err
 	}

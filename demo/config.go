@@ -1,0 +1,163 @@
+// Package demo generates realistic LLM traffic for Tokenpath from a
+// queueing model, not from random latencies: a simulated vLLM deployment
+// (replicas with a running batch and a KV cache, FCFS admission, prefill ∝
+// prompt tokens, decode steps that slow down as the batch grows, an
+// autoscaler that scales to zero) serves a RAG chat app, while a support
+// agent calls a managed API. Queue time, cold-start holds and TTFT are what
+// the model produces, so planted incidents (KV saturation, cold start, long
+// prompts …) show up in the telemetry the way they do in production.
+//
+// The traffic is sent through the public wire: OTLP/HTTP protobuf traces
+// and metrics, and the events API. Simulate returns the same data plus the
+// model's ground truth per request, so tests can assert the decomposition
+// to the millisecond without sending anything.
+package demo
+
+import (
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Config says where to send the traffic and how much of it to make.
+type Config struct {
+	// OTLPEndpoint is the OTLP/HTTP base URL; /v1/traces and /v1/metrics
+	// are appended. Default http://127.0.0.1:4318.
+	OTLPEndpoint string
+	// APIBase is the REST API base URL (events). Default
+	// http://127.0.0.1:8080.
+	APIBase string
+	// APIKey is sent as "Authorization: Bearer <key>" on every request.
+	APIKey string
+	// Seed makes the simulation reproducible: the same seed, window and
+	// phases give the same spans, ids and figures. Run treats 0 as "pick
+	// one from the clock", so restarts do not repeat trace ids.
+	Seed int64
+	// Rate is the rag-chat request rate at steady state, per second.
+	// Default 2. The support agent runs tasks at 0.15 × Rate.
+	Rate float64
+	// Log receives progress and send failures; nil discards.
+	Log *slog.Logger
+}
+
+// Defaults for Config.
+const (
+	DefaultOTLPEndpoint = "http://127.0.0.1:4318"
+	DefaultAPIBase      = "http://127.0.0.1:8080"
+	DefaultRate         = 2.0
+)
+
+func (c Config) withDefaults() Config {
+	if c.OTLPEndpoint == "" {
+		c.OTLPEndpoint = DefaultOTLPEndpoint
+	}
+	c.OTLPEndpoint = strings.TrimRight(c.OTLPEndpoint, "/")
+	if c.APIBase == "" {
+		c.APIBase = DefaultAPIBase
+	}
+	c.APIBase = strings.TrimRight(c.APIBase, "/")
+	if c.Rate <= 0 {
+		c.Rate = DefaultRate
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c
+}
+
+// Incident names a planted cause of slowness.
+type Incident string
+
+// The incidents the model can plant. Each one changes an input of the
+// model (traffic, tokens, replicas, a latency outside the model) and lets
+// the model produce the consequences.
+const (
+	// Healthy is the baseline: no incident.
+	Healthy Incident = "healthy"
+	// KVSaturation is a traffic surge with long outputs: the KV cache
+	// fills (≥ 95 %), requests wait for blocks and queue time grows.
+	KVSaturation Incident = "kv_saturation"
+	// ColdStart is a quiet spell in which the vLLM deployment scales to
+	// zero, then low traffic that activates it: requests are held until
+	// the new pod is ready (20–45 s).
+	ColdStart Incident = "cold_start"
+	// LongPrompt multiplies rag-chat prompt tokens by 8 (huge retrieved
+	// context): prefill, and with it TTFT, grows with the prompt.
+	LongPrompt Incident = "long_prompt"
+	// SlowRetrieval makes the vector search take 1–2 s: pre-inference.
+	SlowRetrieval Incident = "slow_retrieval"
+	// NetworkDelay adds 800 ms in the gateway between the rag-chat client
+	// and vLLM.
+	NetworkDelay Incident = "network_delay"
+	// MemoryBoundDecode doubles traffic with short prompts and longer
+	// answers: the running batch grows and every decode step slows down
+	// (ITL up) without KV pressure.
+	MemoryBoundDecode Incident = "memory_bound_decode"
+	// ProviderSlowness multiplies the managed API's TTFT by 4, tokens
+	// unchanged.
+	ProviderSlowness Incident = "provider_slowness"
+)
+
+// Incidents lists every planted incident (not Healthy), in the order the
+// backfill plants them.
+var Incidents = []Incident{KVSaturation, ColdStart, LongPrompt, SlowRetrieval, NetworkDelay, MemoryBoundDecode, ProviderSlowness}
+
+// LiveIncidents rotate during live traffic: the three causes a TTFT
+// diagnosis must tell apart.
+var LiveIncidents = []Incident{KVSaturation, ColdStart, LongPrompt}
+
+// Phase plants an incident over [From, To). Time not covered by a phase is
+// healthy.
+type Phase struct {
+	Incident Incident
+	From, To time.Time
+}
+
+// Contains reports whether t lies in [From, To).
+func (p Phase) Contains(t time.Time) bool { return !t.Before(p.From) && t.Before(p.To) }
+
+// BackfillPhases plans historical incidents over [from, to): the window is
+// cut into one slot per incident kind and each incident fills the last
+// quarter of its slot, so the three quarters before it are a clean healthy
+// baseline (Tokenpath's default baseline is the preceding 3× window).
+// Kinds that would get less than 90 s are dropped from the end of the list
+// (a cold start needs time to scale to zero and back).
+func BackfillPhases(from, to time.Time) []Phase {
+	kinds := Incidents
+	for len(kinds) > 0 && to.Sub(from)/time.Duration(len(kinds))/4 < 90*time.Second {
+		kinds = kinds[:len(kinds)-1]
+	}
+	if len(kinds) == 0 {
+		return nil
+	}
+	slot := to.Sub(from) / time.Duration(len(kinds))
+	phases := make([]Phase, 0, len(kinds))
+	for i, k := range kinds {
+		end := from.Add(slot * time.Duration(i+1))
+		phases = append(phases, Phase{Incident: k, From: end.Add(-slot / 4), To: end})
+	}
+	return phases
+}
+
+// Live rotation: a long healthy stretch, then an incident. Healthy lasts
+// three times the incident so every incident has a clean default baseline
+// (the preceding 3× window); 3 minutes give a cold start room to scale to
+// zero, hold requests and serve them.
+const (
+	liveHealthy  = 9 * time.Minute
+	liveIncident = 3 * time.Minute
+)
+
+// LivePhases plans the live rotation from start until at least until:
+// liveHealthy of healthy traffic, then one of LiveIncidents for
+// liveIncident, in turn, starting with the n-th incident.
+func LivePhases(start, until time.Time, n int) []Phase {
+	var phases []Phase
+	for t := start; t.Before(until); t = t.Add(liveHealthy + liveIncident) {
+		k := LiveIncidents[n%len(LiveIncidents)]
+		n++
+		phases = append(phases, Phase{Incident: k, From: t.Add(liveHealthy), To: t.Add(liveHealthy + liveIncident)})
+	}
+	return phases
+}

@@ -1,0 +1,200 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+// openTestStore opens the real embedded ClickHouse in dir, migrated. The
+// engine allows one per process, so tests using it never run in parallel.
+func openTestStore(t *testing.T, dir string) *clickhouse.Store {
+	t.Helper()
+	ch, err := clickhouse.Open(context.Background(), clickhouse.Config{DataDir: dir, RetentionDays: 7}, QuietLog)
+	if err != nil {
+		t.Fatalf("open embedded clickhouse: %v", err)
+	}
+	t.Cleanup(func() { ch.Close() })
+	if err := ch.Migrate(context.Background()); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return ch
+}
+
+func count(t *testing.T, ch *clickhouse.Store, sql string, args ...any) int64 {
+	t.Helper()
+	r, err := ch.Query(context.Background(), sql, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return r.Row(0).Int("n")
+}
+
+// TestPipelineReplay: exports acknowledged but never flushed (the process
+// died) reach ClickHouse from the write-ahead log at the next start, and
+// replaying a segment again (a crash after the insert, before the delete)
+// does not duplicate spans or events.
+func TestPipelineReplay(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	walDir := filepath.Join(dir, "wal")
+	t0 := time.Now().UTC().Add(-time.Minute).Truncate(time.Microsecond)
+
+	// First process: acknowledge, never flush.
+	p1, err := NewPipeline(walDir, nil, PipelineConfig{}, QuietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv := &Receiver{Pipeline: p1, Log: QuietLog}
+	resp, err := recv.exportTraces(ctx, 7, SampleTraces(1, 5, t0), "test")
+	if err != nil || resp.PartialSuccess != nil {
+		t.Fatalf("export: %v, partial success %v", err, resp.GetPartialSuccess())
+	}
+	if err := recv.SubmitPoints(ctx, 7, []telemetry.MetricPoint{{ProjectID: 7, Time: t0, Service: "vllm", Instance: "vllm-1",
+		Name: "kv_cache_usage", Labels: map[string]string{"model_name": "llama"}, Value: 0.97}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := recv.SubmitEvents(ctx, 7, []telemetry.Event{{ProjectID: 7, Time: t0, Kind: telemetry.EventScale, Service: "vllm",
+		FromReplicas: telemetry.Ptr[int32](0), ToReplicas: telemetry.Ptr[int32](2), Source: "keda"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p1.wal.Close(); err != nil {
+		t.Fatal(err)
+	}
+	backup := t.TempDir()
+	segFiles, _ := filepath.Glob(filepath.Join(walDir, "wal-*.log"))
+	for _, f := range segFiles {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(backup, filepath.Base(f)), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ch := openTestStore(t, filepath.Join(dir, "clickhouse"))
+	check := func(stage string) {
+		t.Helper()
+		trace := SampleTraceHex(1)
+		for _, c := range []struct {
+			what string
+			sql  string
+			args []any
+			want int64
+		}{
+			{"spans", "SELECT count() AS n FROM spans FINAL WHERE trace_id = ?", []any{trace}, 5},
+			{"server spans with the queue split", "SELECT count() AS n FROM spans FINAL WHERE trace_id = ? AND llm_role = 'server' AND queue_ns = 200000000 AND instance = 'vllm-0'", []any{trace}, 1},
+			{"scale events", "SELECT count() AS n FROM events FINAL WHERE project_id = 7 AND kind = 'scale' AND to_replicas = 2", nil, 1},
+			{"instance_started events", "SELECT count() AS n FROM events FINAL WHERE project_id = 7 AND kind = 'instance_started'", nil, 2},
+		} {
+			if got := count(t, ch, c.sql, c.args...); got != c.want {
+				t.Errorf("%s: %d %s, want %d", stage, got, c.what, c.want)
+			}
+		}
+	}
+
+	// Second process: replays the log at its first flush, then deletes it.
+	replay := func() *Pipeline {
+		p, err := NewPipeline(walDir, ch, PipelineConfig{}, QuietLog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if segs, _ := p.wal.Sealed(); len(segs) != 0 {
+			t.Errorf("segments left after the flush: %v", segs)
+		}
+		return p
+	}
+	p2 := replay()
+	check("first replay")
+	if n := count(t, ch, "SELECT count() AS n FROM metric_points WHERE project_id = 7 AND name = 'kv_cache_usage' AND value = 0.97 AND labels['model_name'] = 'llama'"); n != 1 {
+		t.Errorf("first replay: %d kv_cache_usage points, want 1", n)
+	}
+	if err := p2.wal.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Crash after the insert, before the delete: the same segments again.
+	for _, f := range segFiles {
+		b, _ := os.ReadFile(filepath.Join(backup, filepath.Base(f)))
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p3 := replay()
+	check("second replay of the same segments")
+	_ = p3.wal.Close()
+}
+
+// flakyStore fails the first inserts, then records what it is given.
+type flakyStore struct {
+	fails  int
+	tables map[string]int
+}
+
+func (f *flakyStore) Insert(ctx context.Context, b *clickhouse.Batch) error {
+	if f.fails > 0 {
+		f.fails--
+		return errors.New("clickhouse: connection reset")
+	}
+	f.tables[b.Table] += b.Rows()
+	return nil
+}
+
+// TestPipelineRetryAfterFailedInsert: a failed insert keeps everything for
+// the retry, including the inferred instance_started event, and the
+// pending-row count returns to zero (it used to go negative and loosen the
+// overload limit).
+func TestPipelineRetryAfterFailedInsert(t *testing.T) {
+	ctx := context.Background()
+	store := &flakyStore{fails: 1, tables: map[string]int{}}
+	p, err := NewPipeline(t.TempDir(), store, PipelineConfig{}, QuietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.wal.Close()
+	var written []Rows
+	p.OnWritten = func(r Rows) { written = append(written, r) }
+	recv := &Receiver{Pipeline: p, Log: QuietLog}
+	if _, err := recv.exportTraces(ctx, 1, SampleTraces(2, 3, time.Now().Add(-time.Minute)), "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Flush(ctx); err == nil || !strings.Contains(err.Error(), "connection reset") {
+		t.Fatalf("first flush: err = %v, want the insert error", err)
+	}
+	if got := p.nPend.Load(); got != 3 {
+		t.Fatalf("after a failed insert %d rows pending, want 3", got)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.nPend.Load(); got != 0 {
+		t.Errorf("after the retry %d rows pending, want 0", got)
+	}
+	if store.tables["spans"] != 3 || store.tables["events"] != 1 {
+		t.Errorf("inserted %v, want 3 spans and 1 instance_started event", store.tables)
+	}
+	if len(written) != 1 || len(written[0].Events) != 1 || written[0].Events[0].Kind != telemetry.EventInstanceStarted {
+		t.Errorf("OnWritten got %+v, want one batch with the instance_started event", written)
+	}
+	// Known now: a second export of the same instance infers nothing.
+	if _, err := recv.exportTraces(ctx, 1, SampleTraces(3, 1, time.Now().Add(-time.Minute)), "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if store.tables["events"] != 1 {
+		t.Errorf("instance_started inferred twice: %v", store.tables)
+	}
+}
