@@ -1,11 +1,20 @@
 # Multi-stage build of the same binary `make build` produces. The image runs
 # against a ClickHouse server and PostgreSQL (see docker-compose.yml), so it
 # does not need the embedded engines' npm packages.
+# Browser libraries (uPlot, htmx) come from npm at the lockfile's versions;
+# the embedded engines' packages are not needed in this image.
+FROM node:20-bookworm-slim AS assets
+WORKDIR /src
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund --omit=optional --ignore-scripts \
+    && mkdir -p /out && cp node_modules/uplot/dist/uPlot.iife.min.js node_modules/uplot/dist/uPlot.min.css node_modules/htmx.org/dist/htmx.min.js /out/
+
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
+COPY --from=assets /out/ web/static/vendor/
 RUN CGO_ENABLED=0 go build -trimpath -o /out/tokenpath-server ./cmd/server
 
 FROM debian:bookworm-slim
