@@ -62,3 +62,11 @@ docs:
 
 clean:
 	rm -rf bin data
+
+## bench-ingest: OTLP gRPC/HTTP ingest throughput, export latency, server RSS and a no-loss check against a real server process (BENCH_FLAGS="--duration 30s …")
+bench-ingest: deps
+	$(GO) run ./cmd/bench ingest $(BENCH_FLAGS)
+
+## bench-query: requests/series/diagnose/compare latency over 1M and 10M llm_requests on the embedded engine (BENCH_FLAGS="--quick" for a smoke run)
+bench-query: deps
+	$(GO) run ./cmd/bench query $(BENCH_FLAGS)

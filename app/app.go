@@ -59,6 +59,8 @@ type App struct {
 	Queries *analysis.Queries
 	// Scraper pulls inference servers' /metrics; Status feeds the settings page.
 	Scraper *ingest.Scraper
+	// Alerts posts SLO fast-burn webhooks (every minute; tests call Evaluate).
+	Alerts *analysis.AlertEvaluator
 
 	// Bound addresses (useful when the config asked for port 0).
 	HTTPAddr, OTLPHTTPAddr, OTLPGRPCAddr string
@@ -110,35 +112,67 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	go func() { defer a.workers.Done(); asm.Run(workCtx) }()
 	a.Queries = &analysis.Queries{CH: a.CH}
 
-	app := web.New(web.Deps{
+	// Bind every listener before building the web layer, so links and
+	// snippets name the ports actually bound (port 0 in tests).
+	httpLn, err := listen(cfg.HTTPAddr, "TOKENPATH_HTTP_ADDR")
+	if err != nil {
+		return nil, err
+	}
+	a.HTTPAddr = httpLn.Addr().String()
+	var otlpHTTPLn, grpcLn net.Listener
+	if cfg.OTLPHTTPAddr != "" {
+		if otlpHTTPLn, err = listen(cfg.OTLPHTTPAddr, "TOKENPATH_OTLP_HTTP_ADDR"); err != nil {
+			httpLn.Close()
+			return nil, err
+		}
+		a.OTLPHTTPAddr = otlpHTTPLn.Addr().String()
+	}
+	if cfg.OTLPGRPCAddr != "" {
+		if grpcLn, err = listen(cfg.OTLPGRPCAddr, "TOKENPATH_OTLP_GRPC_ADDR"); err != nil {
+			httpLn.Close()
+			if otlpHTTPLn != nil {
+				otlpHTTPLn.Close()
+			}
+			return nil, err
+		}
+		a.OTLPGRPCAddr = grpcLn.Addr().String()
+	}
+	public := a.publicURL()
+
+	settings := &analysis.StoredSettings{PG: a.PG, Log: log}
+	deps := web.Deps{
 		Log:       log,
 		Stores:    map[string]web.Pinger{"postgres": a.PG, "clickhouse": a.CH},
 		Metrics:   pipe.Metrics.Registry,
 		Queries:   a.Queries,
 		Keys:      a.Keys,
 		Events:    a.Ingest,
+		Settings:  settings,
 		Sessions:  a.PG,
 		PG:        a.PG,
-		PublicURL: publicURL(cfg),
-	})
-	if a.HTTPAddr, err = a.serveHTTP(cfg.HTTPAddr, app); err != nil {
-		return nil, err
+		PublicURL: public,
+		// Settings page: retention, OTLP snippet, immediate key revocation
+		// and target reloads.
+		RetentionDays:  cfg.RetentionDays,
+		OTLPHTTPAddr:   a.OTLPHTTPAddr,
+		OTLPGRPCAddr:   a.OTLPGRPCAddr,
+		KeysChanged:    a.Keys.Forget,
+		TargetsChanged: a.Scraper.Reload,
 	}
-	if cfg.OTLPHTTPAddr != "" {
-		if a.OTLPHTTPAddr, err = a.serveHTTP(cfg.OTLPHTTPAddr, a.Ingest.HTTPHandler()); err != nil {
-			return nil, err
-		}
+	app := web.New(deps)
+	a.Alerts = &analysis.AlertEvaluator{Queries: a.Queries, PG: a.PG, Settings: settings,
+		Share: web.AlertShareFunc(deps), PublicURL: public, Log: log}
+	a.workers.Add(1)
+	go func() { defer a.workers.Done(); a.Alerts.Run(workCtx) }()
+	a.serveHTTP(httpLn, app)
+	if otlpHTTPLn != nil {
+		a.serveHTTP(otlpHTTPLn, a.Ingest.HTTPHandler())
 	}
-	if cfg.OTLPGRPCAddr != "" {
-		ln, err := net.Listen("tcp", cfg.OTLPGRPCAddr)
-		if err != nil {
-			return nil, fmt.Errorf("listen %s (TOKENPATH_OTLP_GRPC_ADDR): %w", cfg.OTLPGRPCAddr, err)
-		}
+	if grpcLn != nil {
 		a.grpc = grpc.NewServer(a.Ingest.GRPCServerOptions()...)
 		a.Ingest.RegisterGRPC(a.grpc)
-		a.OTLPGRPCAddr = ln.Addr().String()
 		go func() {
-			if err := a.grpc.Serve(ln); err != nil {
+			if err := a.grpc.Serve(grpcLn); err != nil {
 				a.errc <- fmt.Errorf("otlp grpc: %w", err)
 			}
 		}()
@@ -147,11 +181,15 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	return a, nil
 }
 
-func (a *App) serveHTTP(addr string, h http.Handler) (string, error) {
+func listen(addr, env string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return "", fmt.Errorf("listen %s: %w", addr, err)
+		return nil, fmt.Errorf("listen %s (%s): %w", addr, env, err)
 	}
+	return ln, nil
+}
+
+func (a *App) serveHTTP(ln net.Listener, h http.Handler) {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -163,10 +201,9 @@ func (a *App) serveHTTP(addr string, h http.Handler) (string, error) {
 	a.servers = append(a.servers, srv)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			a.errc <- fmt.Errorf("http %s: %w", addr, err)
+			a.errc <- fmt.Errorf("http %s: %w", ln.Addr(), err)
 		}
 	}()
-	return ln.Addr().String(), nil
 }
 
 // openStores starts/opens PostgreSQL and ClickHouse and migrates both;
@@ -286,14 +323,13 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	return runErr
 }
 
-// publicURL is the base of share links: TOKENPATH_PUBLIC_URL, else
-// http://localhost:<http port>.
-func publicURL(cfg *config.Config) string {
-	if cfg.PublicURL != "" {
-		return strings.TrimRight(cfg.PublicURL, "/")
+// publicURL is the base of share links: TOKENPATH_PUBLIC_URL, else the
+// bound UI address as a local client would dial it.
+func (a *App) publicURL() string {
+	if a.Config.PublicURL != "" {
+		return strings.TrimRight(a.Config.PublicURL, "/")
 	}
-	_, port, _ := net.SplitHostPort(cfg.HTTPAddr)
-	return "http://localhost:" + port
+	return "http://" + loopback(a.HTTPAddr)
 }
 
 // startDemo runs the demo traffic generator against this server's own OTLP

@@ -75,15 +75,21 @@ type Incident string
 const (
 	// Healthy is the baseline: no incident.
 	Healthy Incident = "healthy"
-	// KVSaturation is a traffic surge with long outputs: the KV cache
-	// fills (≥ 95 %), requests wait for blocks and queue time grows.
+	// KVSaturation is a traffic surge (2×) of long conversations (prompts
+	// 3×, answers 2.5×): every sequence holds more KV blocks for longer,
+	// the cache fills (≥ 95 %) within a minute, requests wait for blocks
+	// and queue time grows for as long as the surge lasts (tens of seconds
+	// after two minutes). The deployment is already at its replica
+	// ceiling, so no scale-up relieves it.
 	KVSaturation Incident = "kv_saturation"
 	// ColdStart is a quiet spell in which the vLLM deployment scales to
-	// zero, then low traffic that activates it: requests are held until
-	// the new pod is ready (20–45 s).
+	// zero, then half the usual traffic, which activates it: requests are
+	// held until the new pod is ready (20–45 s).
 	ColdStart Incident = "cold_start"
-	// LongPrompt multiplies rag-chat prompt tokens by 8 (huge retrieved
-	// context): prefill, and with it TTFT, grows with the prompt.
+	// LongPrompt multiplies rag-chat prompt tokens by 6 (huge retrieved
+	// context): prefill, and with it TTFT, grows with the prompt; requests
+	// also wait behind each other's long prefills, but the KV cache keeps
+	// room (no saturation).
 	LongPrompt Incident = "long_prompt"
 	// SlowRetrieval makes the vector search take 1–2 s: pre-inference.
 	SlowRetrieval Incident = "slow_retrieval"
@@ -100,15 +106,22 @@ const (
 )
 
 // Incidents lists every planted incident (not Healthy), in the order the
-// backfill plants them.
-var Incidents = []Incident{KVSaturation, ColdStart, LongPrompt, SlowRetrieval, NetworkDelay, MemoryBoundDecode, ProviderSlowness}
+// backfill plants them. The order keeps each incident's aftermath out of
+// the next one's baseline, where it would hide it: after a cold start one
+// pod takes all of rag-chat's traffic until the HPA has scaled back up,
+// so the support agent's provider slowness, which does not share the
+// GPUs, comes next; KV saturation leaves a queue that takes a minute or
+// two to drain, so it comes last (its drain runs into live traffic's
+// healthy stretch).
+var Incidents = []Incident{ColdStart, ProviderSlowness, LongPrompt, SlowRetrieval, NetworkDelay, MemoryBoundDecode, KVSaturation}
 
 // LiveIncidents rotate during live traffic: the three causes a TTFT
 // diagnosis must tell apart.
 var LiveIncidents = []Incident{KVSaturation, ColdStart, LongPrompt}
 
 // Phase plants an incident over [From, To). Time not covered by a phase is
-// healthy.
+// healthy; where phases overlap, their incidents act together (a mixed
+// incident).
 type Phase struct {
 	Incident Incident
 	From, To time.Time
@@ -121,11 +134,11 @@ func (p Phase) Contains(t time.Time) bool { return !t.Before(p.From) && t.Before
 // cut into one slot per incident kind and each incident fills the last
 // quarter of its slot, so the three quarters before it are a clean healthy
 // baseline (Tokenpath's default baseline is the preceding 3× window).
-// Kinds that would get less than 90 s are dropped from the end of the list
-// (a cold start needs time to scale to zero and back).
+// Kinds that would get less than minIncident are dropped from the end of
+// the list.
 func BackfillPhases(from, to time.Time) []Phase {
 	kinds := Incidents
-	for len(kinds) > 0 && to.Sub(from)/time.Duration(len(kinds))/4 < 90*time.Second {
+	for len(kinds) > 0 && to.Sub(from)/time.Duration(len(kinds))/4 < minIncident {
 		kinds = kinds[:len(kinds)-1]
 	}
 	if len(kinds) == 0 {
@@ -140,12 +153,19 @@ func BackfillPhases(from, to time.Time) []Phase {
 	return phases
 }
 
+// minIncident is the shortest incident phase the backfill plans: a cold
+// start needs its quiet spell (80 s, so the deployment reaches zero), the
+// pod start (up to 45 s) and some traffic, all inside the phase, or held
+// requests spill into the next incident's baseline.
+const minIncident = 2 * time.Minute
+
 // Live rotation: a long healthy stretch, then an incident. Healthy lasts
-// three times the incident so every incident has a clean default baseline
-// (the preceding 3× window); 3 minutes give a cold start room to scale to
-// zero, hold requests and serve them.
+// four times the incident: one for the previous incident's aftermath to
+// clear (a saturated queue takes minutes to drain), then a clean default
+// baseline (the preceding 3× window); 3 minutes give a cold start room to
+// scale to zero, hold requests and serve them.
 const (
-	liveHealthy  = 9 * time.Minute
+	liveHealthy  = 12 * time.Minute
 	liveIncident = 3 * time.Minute
 )
 

@@ -64,8 +64,9 @@ const (
 	// arrival process thins from it).
 	maxRateMult = 3.0
 	// coldStartLowTraffic is the traffic, relative to normal, that wakes
-	// the deployment after the quiet spell of a cold_start phase.
-	coldStartLowTraffic = 0.25
+	// the deployment after the quiet spell of a cold_start phase: low, yet
+	// enough that a 2-minute phase holds a few dozen requests.
+	coldStartLowTraffic = 0.5
 )
 
 // effect is what an incident does to the model's inputs at one instant.
@@ -91,52 +92,62 @@ func healthyEffect() effect {
 
 // coldQuiet is how long a cold_start phase keeps rag-chat silent before
 // the low traffic that activates the deployment: long enough for the HPA
-// to go to one replica and KEDA's cooldown to take it to zero.
+// to go to one replica and KEDA's cooldown to take it to zero even when
+// the last requests of the phase's start take half a minute to finish
+// (45 s cooldown after the last activity, polled every 5 s).
 func coldQuiet(p Phase) time.Duration {
-	return min(max(p.To.Sub(p.From)*45/100, 65*time.Second), 3*time.Minute)
+	return min(max(p.To.Sub(p.From)/2, 80*time.Second), 3*time.Minute)
 }
 
+// effectAt applies every phase that contains t, in order, to the healthy
+// inputs; the incident reported is the first of them.
 func (s *sim) effectAt(t time.Time) (effect, Incident) {
 	e := healthyEffect()
-	var ph Phase
-	for _, p := range s.phases {
-		if p.Contains(t) {
-			ph = p
-			break
+	inc := Healthy
+	for _, ph := range s.phases {
+		if !ph.Contains(t) || ph.Incident == Healthy {
+			continue
+		}
+		if inc == Healthy {
+			inc = ph.Incident
+		}
+		switch ph.Incident {
+		case KVSaturation:
+			// Twice the traffic, each sequence holding 3× the prompt and
+			// 2.5× the answer in KV for longer: a replica fits ~30 such
+			// sequences, fewer than the load keeps in flight, so the queue
+			// is the model's, not a number we add.
+			e.ragRate, e.inputMult, e.outputMult, e.maxTokens = 2*e.ragRate, 3*e.inputMult, 2.5*e.outputMult, 2048
+		case ColdStart:
+			e.ragRate *= coldStartLowTraffic
+			if t.Sub(ph.From) < coldQuiet(ph) {
+				e.ragRate = 0
+			}
+		case LongPrompt:
+			e.inputMult, e.topK = 6*e.inputMult, 48
+		case SlowRetrieval:
+			e.retrievalMin, e.retrievalMax = time.Second, 2*time.Second
+		case NetworkDelay:
+			e.gatewayDelay += 800 * time.Millisecond
+		case MemoryBoundDecode:
+			e.ragRate, e.inputMult, e.outputMult = 2*e.ragRate, 0.5*e.inputMult, 1.5*e.outputMult
+		case ProviderSlowness:
+			e.providerTTFTMult *= 4
 		}
 	}
-	switch ph.Incident {
-	case "", Healthy:
-		return e, Healthy
-	case KVSaturation:
-		// Long answers hold their KV blocks 3× longer, so the cache fits
-		// ~45 sequences per replica and 1.7× traffic outruns them: the
-		// queue is the model's, not a number we add.
-		e.ragRate, e.outputMult, e.maxTokens = 1.7, 3, 2048
-	case ColdStart:
-		e.ragRate = coldStartLowTraffic
-		if t.Sub(ph.From) < coldQuiet(ph) {
-			e.ragRate = 0
-		}
-	case LongPrompt:
-		e.inputMult, e.topK = 8, 64
-	case SlowRetrieval:
-		e.retrievalMin, e.retrievalMax = time.Second, 2*time.Second
-	case NetworkDelay:
-		e.gatewayDelay = 800 * time.Millisecond
-	case MemoryBoundDecode:
-		e.ragRate, e.inputMult, e.outputMult = 2, 0.5, 1.5
-	case ProviderSlowness:
-		e.providerTTFTMult = 4
-	}
-	return e, ph.Incident
+	e.ragRate = min(e.ragRate, maxRateMult) // the arrival process thins from it
+	return e, inc
 }
 
 // diurnal is a slow ±10 % swell of traffic so healthy hours do not look
-// flat.
-func diurnal(t time.Time) float64 {
-	return 1 + 0.1*math.Sin(2*math.Pi*float64(t.Unix()%2700)/2700)
+// flat. Its phase counts from the start of the simulation, not the wall
+// clock, so a scenario shifted in time is the same scenario.
+func (s *sim) diurnal(t time.Time) float64 {
+	return 1 + 0.1*math.Sin(2*math.Pi*float64(t.Sub(s.origin)%diurnalPeriod)/float64(diurnalPeriod))
 }
+
+// diurnalPeriod is the period of the traffic swell.
+const diurnalPeriod = 45 * time.Minute
 
 // event is a scheduled action; seq breaks ties so runs are reproducible.
 type event struct {
@@ -170,6 +181,7 @@ type sim struct {
 	cfg    Config
 	eng    Engine
 	rng    *rand.Rand
+	origin time.Time // where the simulation started
 	now    time.Time
 	stopAt time.Time // arrivals, scrapes and autoscaling stop here; zero: never
 	queue  eventQueue
@@ -195,6 +207,7 @@ func newSim(cfg Config, from time.Time, phases []Phase) *sim {
 		cfg:    cfg,
 		eng:    DefaultEngine,
 		rng:    rand.New(rand.NewPCG(uint64(cfg.Seed), 0x70b3_9a7d_c0ff_ee11)),
+		origin: from,
 		now:    from,
 		phases: append([]Phase(nil), phases...),
 	}
@@ -322,7 +335,7 @@ func (s *sim) nextArrival(t time.Time, base float64, mult func(time.Time) float6
 		if s.stopped(t) {
 			return t
 		}
-		if s.rng.Float64()*peak < base*diurnal(t)*mult(t) {
+		if s.rng.Float64()*peak < base*s.diurnal(t)*mult(t) {
 			return t
 		}
 	}

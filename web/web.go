@@ -43,6 +43,18 @@ type Deps struct {
 	PG *postgres.Store
 	// PublicURL prefixes share links and alert links.
 	PublicURL string
+	// RetentionDays is how long events are kept (TOKENPATH_RETENTION_DAYS),
+	// shown read-only on the settings page.
+	RetentionDays int
+	// OTLPHTTPAddr and OTLPGRPCAddr are the OTLP listen addresses; their
+	// ports go into the "send your data" snippets.
+	OTLPHTTPAddr, OTLPGRPCAddr string
+	// KeysChanged runs after an API key is revoked (auth.Cache.Forget), so
+	// the revocation takes effect on this node at once; optional.
+	KeysChanged func()
+	// TargetsChanged runs after scrape targets change (Scraper.Reload);
+	// optional.
+	TargetsChanged func()
 }
 
 // Settings supplies per-project SLOs and model prices.

@@ -25,6 +25,16 @@ const (
 	strongR = 0.5
 	// kvFull is the KV-cache usage at which vLLM starts holding requests.
 	kvFull = 0.9
+	// similarWeight: a runner-up scoring at least this share of the
+	// winner's score is a cause of similar weight.
+	similarWeight = 0.6
+	// prefillShareOfQueue: prefill growth of at least this share of the
+	// queue's makes a queue without KV pressure read as waiting behind
+	// long prefills.
+	prefillShareOfQueue = 0.4
+	// longerAnswers is the output-token ratio at which answers count as
+	// longer (slow requests' p50 against the reference).
+	longerAnswers = 1.5
 )
 
 // analysis carries one Diagnose call's intermediate results.
@@ -49,6 +59,9 @@ type analysis struct {
 	bonus       float64
 	penalty     float64
 	cause       string // the "because …" clause of the summary
+	// blockedQueue is the queue candidate a prefill verdict took over
+	// (queue time spent behind other requests' long prefills), if any.
+	blockedQueue *candidate
 }
 
 // Diagnose explains the window's slow requests; see the package comment and
@@ -149,6 +162,11 @@ func (a *analysis) chooseMode() {
 		r := false
 		for _, g := range a.groups {
 			g.judge(m, a.slo)
+			if m == modeRegression && g.regressed {
+				if why := a.decodeWithinNoise(g); why != "" {
+					g.regressed, g.noise = false, why
+				}
+			}
 			r = r || g.regressed
 		}
 		return r
@@ -230,12 +248,14 @@ func (a *analysis) attribute() Verdict {
 		return VerdictProvider
 	}
 	a.winner = a.ranked[0]
+	a.queueBehindPrefill()
 	g = a.winner.g
 	a.bubble = a.bubbleUpFor(g)
 	verdict := verdictOf[a.winner.comp]
 
 	a.headlineEvidence(g)
 	a.componentEvidence(a.winner)
+	a.blockedQueueEvidence()
 
 	if verdict == VerdictProvider && a.promptsGrew(g) {
 		// A managed API whose prompts got longer is prefill, bundled or not.
@@ -274,9 +294,16 @@ func (a *analysis) attribute() Verdict {
 
 // confidence combines explained share, corroboration and contradictions.
 func (a *analysis) confidence() float64 {
-	c := confBase + confExplained*a.winner.explained + math.Min(a.bonus, confMaxBonus) - a.penalty
+	explained := a.winner.explained
+	others := a.ranked[1:]
+	if q := a.blockedQueue; q != nil {
+		// The queue behind long prefills is part of the prefill story.
+		explained = math.Min(1, explained+q.explained)
+		others = slices.DeleteFunc(slices.Clone(others), func(c candidate) bool { return c.comp == ComponentQueue })
+	}
+	c := confBase + confExplained*explained + math.Min(a.bonus, confMaxBonus) - a.penalty
 	// Two parts of similar weight: the verdict is only half the story.
-	if len(a.ranked) > 1 && a.ranked[1].score >= 0.6*a.winner.score && a.winner.score > 0 {
+	if len(others) > 0 && others[0].score >= similarWeight*a.winner.score && a.winner.score > 0 {
 		c -= 0.1
 	}
 	return round2(math.Max(confMin, math.Min(confMax, c)))
@@ -296,7 +323,10 @@ func (a *analysis) healthy() (float64, string) {
 				parts = append(parts, fmt.Sprintf("%s p95 %s → %s", g.label, fmtMs(b), fmtMs(w)))
 			}
 			why := "within noise (< 20 % or < 50 ms)"
-			if g.grewBySize {
+			switch {
+			case g.noise != "":
+				why = g.noise
+			case g.grewBySize:
 				why = fmt.Sprintf("within the sampling error of a p95 over %s", plural(g.winSum.N, "request"))
 			}
 			a.add(fmt.Sprintf("%s p95 %s → %s, p99 %s → %s: %s.",
@@ -406,6 +436,55 @@ func (a *analysis) componentEvidence(c candidate) {
 	}
 }
 
+// queueBehindPrefill hands the verdict from queue to prefill when the two
+// grew by a similar amount, prompts got longer and the KV cache never
+// filled. Without KV pressure a queue does not build on its own: an engine
+// that prefills one long prompt stalls every request that arrives
+// meanwhile (head-of-line blocking), so the queue is a consequence of the
+// prompts and "queueing" would send the reader to the wrong fix (more
+// replicas or KV cache rather than shorter prompts or chunked prefill).
+func (a *analysis) queueBehindPrefill() {
+	if a.winner.comp != ComponentQueue || gaugeMax(a.metricsWin, MetricKVCacheUsage) >= kvFull {
+		return
+	}
+	for i, c := range a.ranked[1:] {
+		if c.comp != ComponentPrefill {
+			continue
+		}
+		if c.score < prefillShareOfQueue*a.winner.score || !a.promptsGrew(c.g) {
+			return
+		}
+		queue := a.winner
+		a.blockedQueue = &queue
+		a.ranked = append([]candidate{c}, slices.Delete(a.ranked, i+1, i+2)...)
+		a.winner = c
+		return
+	}
+}
+
+// blockedQueueEvidence explains a queue that queueBehindPrefill attributed
+// to prefill.
+func (a *analysis) blockedQueueEvidence() {
+	q := a.blockedQueue
+	if q == nil {
+		return
+	}
+	st := a.comps[ComponentQueue]
+	text := fmt.Sprintf("Queue grew alongside (p95 %s → %s; %s among slow requests) without KV pressure",
+		fmtMs(val(st.BaselineP95)), fmtMs(val(st.P95)), fmtDelta(q.growth))
+	figs := figures("queue_p95_ms", val(st.P95), "baseline_queue_p95_ms", val(st.BaselineP95), "queue_growth_ms", q.growth)
+	if kv := gaugeMax(a.metricsWin, MetricKVCacheUsage); !math.IsNaN(kv) {
+		text += fmt.Sprintf(" (KV cache max %s", fmtPct(kv))
+		figs["kv_max"] = kv
+		if w := gaugeMax(a.metricsWin, MetricRequestsWaiting); !math.IsNaN(w) {
+			text += fmt.Sprintf(", up to %s waiting", fmtCount(w))
+			figs["waiting_max"] = w
+		}
+		text += ")"
+	}
+	a.add(text+": requests waited behind other requests' long prefills (head-of-line blocking), so the queue follows the prompts too.", figs)
+}
+
 // stats returns the window/baseline percentiles of a part; the bundled part
 // reads as TTFT.
 func (a *analysis) stats(comp string) ComponentStats {
@@ -450,6 +529,38 @@ func (a *analysis) tokenCorrelation() float64 {
 		return nan
 	}
 	return c.best()
+}
+
+// decodeWithinNoise explains away a regression that decode carries when
+// neither of decode's factors moved beyond noise: tokens came as fast as
+// before (ITL p95 < 20 % up) and the slow requests' answers were not
+// clearly longer (output tokens p50 < 1.5×). Decode time is their
+// product, so a few long answers in a short window (whose requests share
+// one batch, so are not independent samples) can push the E2E p95 past
+// its sampling error without anything getting slower. It returns why, or
+// "" when the regression stands.
+func (a *analysis) decodeWithinNoise(g *group) string {
+	var top *candidate
+	cands := g.candidates(modeRegression)
+	for i := range cands {
+		if top == nil || cands[i].score > top.score {
+			top = &cands[i]
+		}
+	}
+	if top == nil || top.comp != ComponentDecode {
+		return ""
+	}
+	itl := a.comps[ComponentITL]
+	if itl.P95 == nil || itl.BaselineP95 == nil || *itl.P95 >= noiseRatio**itl.BaselineP95 {
+		return ""
+	}
+	now := stats.Quantile(pick(a.winCols.column(columnOutputTokens), g.slow), 0.5)
+	ref := stats.Quantile(pick(a.baseCols.column(columnOutputTokens), g.baseSlow), 0.5)
+	if ratio := stats.Ratio(now, ref); math.IsNaN(ratio) || ratio >= longerAnswers {
+		return ""
+	}
+	return fmt.Sprintf("decode time grew, but neither decoding speed (ITL p95 %s → %s) nor answer length (slow requests' output tokens p50 %s vs %s) moved beyond noise",
+		fmtMs(*itl.BaselineP95), fmtMs(*itl.P95), fmtTokens(ref), fmtTokens(now))
 }
 
 // coldStartOverride turns a queue/prefill/network/provider verdict into
@@ -727,7 +838,7 @@ func (a *analysis) corroborateDecode(g *group) {
 		memoryBound = true
 	}
 	now, ref := a.slowTokens(g, false)
-	longer := stats.Ratio(now, ref) >= 1.5
+	longer := stats.Ratio(now, ref) >= longerAnswers
 	if longer {
 		a.add(fmt.Sprintf("Answers got longer: slow requests' output tokens p50 %s vs %s.", fmtTokens(now), fmtTokens(ref)),
 			figures("output_tokens_p50", now, "reference_output_tokens_p50", ref))
@@ -827,7 +938,7 @@ func (a *analysis) secondaryEvidence() {
 		return
 	}
 	for _, c := range a.ranked[1:] {
-		if c.comp == componentBundled || c.comp == a.winner.comp {
+		if c.comp == componentBundled || c.comp == a.winner.comp || (a.blockedQueue != nil && c.comp == ComponentQueue) {
 			continue
 		}
 		st := a.comps[c.comp]

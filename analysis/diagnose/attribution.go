@@ -67,6 +67,9 @@ type group struct {
 	ttftKnown       bool
 	partsWin        map[string][]float64 // part per window request
 	partsBase       map[string][]float64
+	// noise says why a regression beyond the sampling error was still
+	// judged noise (decodeWithinNoise); empty otherwise.
+	noise string
 }
 
 // candidate is one part of one headline and how much it grew among the
@@ -209,6 +212,7 @@ func splitSlow(xs []float64, p90 float64) (slow, fast []int) {
 
 // judge sets the reference and the "regressed" flag of a group for a mode.
 func (g *group) judge(m mode, slo *SLOResult) {
+	g.noise = ""
 	g.slowMean = stats.Mean(pick(g.win, g.slow))
 	switch m {
 	case modeRegression:

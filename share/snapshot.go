@@ -1,0 +1,224 @@
+package share
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tokenpath/tokenpath/analysis/diagnose"
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+// SnapshotVersion is the layout of Snapshot; bump it when a field changes
+// meaning, and keep reading the older versions.
+const SnapshotVersion = 1
+
+// Snapshot kinds: which page a snapshot renders as.
+const (
+	KindDiagnose = "diagnose"
+	KindCompare  = "compare"
+	KindTrace    = "trace"
+)
+
+// SlowestShown is how many slowest requests a diagnosis lists.
+const SlowestShown = 10
+
+// Snapshot is a page's data frozen at TakenAt, stored as JSON in
+// share_links.snapshot. Exactly one of Diagnose, Compare, Trace is set, as
+// Kind says.
+type Snapshot struct {
+	Version int       `json:"version"`
+	Kind    string    `json:"kind"`
+	Path    string    `json:"path"` // the page with absolute times
+	TakenAt time.Time `json:"taken_at"`
+
+	Diagnose *DiagnoseData `json:"diagnose,omitempty"`
+	Compare  *CompareData  `json:"compare,omitempty"`
+	Trace    *TraceData    `json:"trace,omitempty"`
+}
+
+// DiagnoseData is everything the diagnosis page shows.
+type DiagnoseData struct {
+	Params    DiagnoseParams         `json:"params"`
+	Diagnosis diagnose.Diagnosis     `json:"diagnosis"`
+	Slowest   []telemetry.LLMRequest `json:"slowest"` // by TTFT, at most SlowestShown
+}
+
+// CompareData is everything the compare page shows.
+type CompareData struct {
+	Params     CompareParams       `json:"params"`
+	Comparison diagnose.Comparison `json:"comparison"`
+}
+
+// TraceData is everything a trace page shows.
+type TraceData struct {
+	TraceID  string                 `json:"trace_id"`
+	Spans    []telemetry.Span       `json:"spans"`
+	Requests []telemetry.LLMRequest `json:"requests"`
+}
+
+// Title is the link's headline: the verdict sentence of a diagnosis, the
+// summary of a comparison, what a trace did.
+func (s Snapshot) Title() string {
+	switch {
+	case s.Diagnose != nil:
+		return s.Diagnose.Diagnosis.Summary
+	case s.Compare != nil:
+		who := s.Compare.Params.Service
+		if who == "" {
+			who = "all services"
+		}
+		return "Compare " + who + ": " + CompareSentence(s.Compare.Comparison)
+	case s.Trace != nil:
+		return s.Trace.Summary()
+	}
+	return "Tokenpath snapshot"
+}
+
+// Description is what a chat unfurl shows under the title: the first lines
+// of evidence, or the figures behind a summary.
+func (s Snapshot) Description() string {
+	var parts []string
+	switch {
+	case s.Diagnose != nil:
+		for i, e := range s.Diagnose.Diagnosis.Evidence {
+			if i == 2 {
+				break
+			}
+			parts = append(parts, fmt.Sprintf("%d. %s", e.N, e.Text))
+		}
+		if len(parts) == 0 {
+			parts = append(parts, fmt.Sprintf("%d requests diagnosed.", s.Diagnose.Diagnosis.Requests))
+		}
+	case s.Compare != nil:
+		c := s.Compare.Comparison
+		parts = append(parts, fmt.Sprintf("%d requests before, %d after.", c.BeforeRequests, c.AfterRequests))
+		if len(c.Worse) > 0 {
+			parts = append(parts, "Worse: "+MetricLabel(strings.Join(c.Worse, ", "))+".")
+		}
+		if len(c.Better) > 0 {
+			parts = append(parts, "Better: "+MetricLabel(strings.Join(c.Better, ", "))+".")
+		}
+	case s.Trace != nil:
+		seen := map[string]bool{}
+		var services []string
+		for _, sp := range s.Trace.Spans {
+			if !seen[sp.Service] {
+				seen[sp.Service] = true
+				services = append(services, sp.Service)
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%d spans across %s.", len(s.Trace.Spans), strings.Join(services, ", ")))
+		for _, r := range s.Trace.Requests {
+			if r.TTFT != nil && r.Queue != nil && r.Prefill != nil {
+				parts = append(parts, fmt.Sprintf("%s: TTFT %s (queue %s, prefill %s).", r.Model, fmtMs(*r.TTFT), fmtMs(*r.Queue), fmtMs(*r.Prefill)))
+				break
+			}
+		}
+	}
+	d := strings.Join(parts, " ")
+	if r := []rune(d); len(r) > 300 {
+		d = string(r[:299]) + "…"
+	}
+	return d
+}
+
+// Summary says in one line what the trace did.
+func (t *TraceData) Summary() string {
+	n := len(t.Requests)
+	var slowest float64
+	for i := range t.Requests {
+		if v := t.Requests[i].TTFT; v != nil && *v > slowest {
+			slowest = *v
+		}
+	}
+	calls := "LLM calls"
+	if n == 1 {
+		calls = "LLM call"
+	}
+	s := fmt.Sprintf("Trace %s…: %d %s", t.TraceID[:min(8, len(t.TraceID))], n, calls)
+	if slowest > 0 {
+		s += ", slowest TTFT " + fmtMs(slowest)
+	}
+	return s
+}
+
+// fmtMs writes a latency for a title: "3.4 ms", "850 ms", "1.25 s".
+func fmtMs(ms float64) string {
+	switch a := math.Abs(ms); {
+	case a < 10:
+		return strings.TrimSuffix(strconv.FormatFloat(ms, 'f', 1, 64), ".0") + " ms"
+	case a < 999.5:
+		return strconv.FormatFloat(ms, 'f', 0, 64) + " ms"
+	case a < 9995:
+		return strings.TrimSuffix(strconv.FormatFloat(ms/1000, 'f', 2, 64), "0") + " s"
+	}
+	return strconv.FormatFloat(ms/1000, 'f', 1, 64) + " s"
+}
+
+// metricWords names comparison metrics in the words pages use.
+var metricWords = strings.NewReplacer(
+	"pre_inference", "pre-inference", "cold_start_wait", "cold-start wait",
+	"ttft", "TTFT", "e2e", "E2E", "itl", "ITL", "tpot", "TPOT",
+	"input_tokens", "input tokens", "output_tokens", "output tokens",
+	"calls_per_task", "LLM calls per task", "cost_per_task", "cost per task",
+	"kv_cache_usage", "KV-cache usage", "requests_waiting", "requests waiting", "requests_running", "requests running",
+)
+
+// MetricLabel names a comparison metric for a reader: "KV-cache usage".
+func MetricLabel(name string) string { return metricWords.Replace(name) }
+
+// CompareSentence says in one short sentence what changed between two
+// windows: the headline latency, then what got worse and better by name.
+// (Comparison.Summary quotes every figure; the page's tables do that.)
+func CompareSentence(c diagnose.Comparison) string {
+	head := ""
+	for _, name := range []string{diagnose.ComponentTTFT, diagnose.ComponentE2E} {
+		for _, ch := range c.Changes {
+			if ch.Name == name && ch.Before.P95 != nil && ch.After.P95 != nil {
+				head = fmt.Sprintf("%s p95 %s → %s", MetricLabel(name), fmtMs(*ch.Before.P95), fmtMs(*ch.After.P95))
+				break
+			}
+		}
+		if head != "" {
+			break
+		}
+	}
+	better, worse := nameList(c.Better), nameList(c.Worse)
+	var body string
+	switch {
+	case better == "" && worse == "":
+		body = "Nothing changed beyond noise"
+	case worse == "":
+		body = "Better: " + better + "; nothing got worse"
+	case better == "":
+		body = "Worse: " + worse + "; nothing got better"
+	default:
+		body = "Better: " + better + "; but worse elsewhere: " + worse
+	}
+	if head == "" {
+		return body + "."
+	}
+	return head + ". " + body + "."
+}
+
+// nameList names metrics in words: "queue, prefill, decode and 9 more".
+func nameList(names []string) string {
+	const shown = 3
+	var ws []string
+	for i, n := range names {
+		if i == shown {
+			break
+		}
+		ws = append(ws, MetricLabel(n))
+	}
+	switch {
+	case len(names) > shown:
+		return strings.Join(ws, ", ") + fmt.Sprintf(" and %d more", len(names)-shown)
+	case len(ws) > 1:
+		return strings.Join(ws[:len(ws)-1], ", ") + " and " + ws[len(ws)-1]
+	}
+	return strings.Join(ws, "")
+}
