@@ -35,6 +35,10 @@ type entry struct {
 	expires time.Time
 }
 
+// lookupTimeout bounds one PostgreSQL key lookup, so callers answer
+// "unavailable" instead of hanging while the database does not respond.
+const lookupTimeout = 5 * time.Second
+
 // NewCache wraps store with a 30 s positive and 5 s negative cache.
 func NewCache(store KeyStore) *Cache {
 	return &Cache{Store: store, TTL: 30 * time.Second, NegativeTTL: 5 * time.Second, entries: map[[32]byte]entry{}}
@@ -51,7 +55,11 @@ func (c *Cache) ProjectForKey(ctx context.Context, key string) (int64, error) {
 	if ok && now.Before(e.expires) {
 		return e.project, e.err
 	}
-	p, err := c.Store.ProjectForKey(ctx, key)
+	// Bounded: a partitioned PostgreSQL accepts the query and never
+	// answers, and without a deadline every request would wait with it.
+	lookupCtx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	p, err := c.Store.ProjectForKey(lookupCtx, key)
+	cancel()
 	if err != nil && !isUnknown(err) {
 		return 0, err // store trouble is not cached
 	}

@@ -63,8 +63,10 @@ func (r *Receiver) authenticate(ctx context.Context, header string) (uint32, err
 	switch {
 	case err == nil:
 		return uint32(id), nil
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return 0, err
+	case ctx.Err() != nil:
+		// The exporter gave up. A deadline inside the lookup (PostgreSQL
+		// not answering) is not this case: it is unavailable, not 401.
+		return 0, ctx.Err()
 	case isUnknownKey(err):
 		return 0, errUnauthenticated
 	}

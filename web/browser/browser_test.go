@@ -173,6 +173,9 @@ func (s *suite) testOverview(t *testing.T) {
 			t.Errorf("overview services %q lack %s", services, want)
 		}
 	}
+	// Verdict badges load after the page (htmx, one diagnosis per service).
+	tb.do(chromedp.Poll[chromedp.Void](`document.querySelectorAll("table.services .badge").length >= 3`,
+		chromedp.WithPollingTimeout(90*time.Second), chromedp.WithPollingInterval(500*time.Millisecond)))
 	badges := eval[[]string](tb, `[...document.querySelectorAll("table.services .badge")].map(b => b.textContent.trim())`)
 	if len(badges) == 0 {
 		t.Errorf("no verdict badge on the overview (services %q)", services)
