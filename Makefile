@@ -5,7 +5,7 @@ export GOFLAGS ?= -mod=mod
 
 NODE_STAMP := node_modules/.package-lock.json
 
-.PHONY: run test deps build generate check-generated lint fuzz docs bench-ingest bench-query clean
+.PHONY: run test test-reliability deps build generate check-generated lint fuzz docs bench-ingest bench-query clean
 
 ## run: install what is missing, then start the server with demo traffic on the embedded defaults
 run: deps generate
@@ -16,6 +16,10 @@ run: deps generate
 test: deps check-generated lint
 	$(GO) test -count=1 -timeout 45m ./...
 	$(MAKE) fuzz FUZZTIME=5s
+
+## test-reliability: the reliability suite in long mode (minutes): PostgreSQL outage, slow/idle clients, sustained load against the real server binary; `make test` runs its short mode
+test-reliability: deps
+	TOKENPATH_RELIABILITY_LONG=1 $(GO) test -count=1 -timeout 60m -v ./reliability/
 
 deps: $(NODE_STAMP) web/static/vendor/.stamp
 	$(GO) mod download

@@ -1,0 +1,8 @@
+// Package reliability holds process-level reliability tests (issue #8): they
+// build cmd/server, run it as a child process on 127.0.0.1 ports and attack
+// it — a PostgreSQL outage, slow and idle clients, a full write-ahead-log
+// disk, sustained mixed load. The package has no code of its own; see the
+// _test.go files. `go test ./reliability/` runs the short mode (part of
+// `make test`); TOKENPATH_RELIABILITY_LONG=1 (`make test-reliability`) runs
+// the long one.
+package reliability
