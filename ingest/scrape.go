@@ -34,7 +34,7 @@ const (
 
 // scrapeAccept asks for the text format normalize.Prometheus reads; the
 // protobuf exposition some servers prefer is not among the choices.
-const scrapeAccept = "text/plain;version=0.0.4;q=0.9,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"
+const scrapeAccept = "text/plain;version=0.0.4;q=0.9,*/*;q=0.1"
 
 // ScrapeTarget is one Prometheus /metrics endpoint of an inference server.
 type ScrapeTarget struct {

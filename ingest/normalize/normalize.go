@@ -309,3 +309,9 @@ func allZero(b []byte) bool {
 	}
 	return true
 }
+func clip(s string) string {
+	if len(s) > 64 {
+		return cleanString(s, 64) + "…"
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
