@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"time"
 
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	_ "google.golang.org/grpc/encoding/gzip" // registers the gzip compressor exporters use
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -29,7 +31,16 @@ func (r *Receiver) GRPCServerOptions() []grpc.ServerOption {
 	if limit <= 0 {
 		limit = 16 << 20
 	}
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(limit), grpc.MaxConcurrentStreams(256)}
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(limit),
+		grpc.MaxConcurrentStreams(256),
+		// Bounded resources per client: a connection that never finishes its
+		// handshake is dropped after 10 s, an idle one after 5 minutes, and
+		// dead peers are found by keepalive pings.
+		grpc.ConnectionTimeout(10 * time.Second),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute, Time: time.Minute, Timeout: 20 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
 }
 
 func (r *Receiver) grpcProject(ctx context.Context, signal string) (uint32, error) {
