@@ -305,7 +305,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		return err
 	}
 	log.Info("tokenpath ready", "ui", a.HTTPAddr, "otlp_http", a.OTLPHTTPAddr, "otlp_grpc", a.OTLPGRPCAddr,
-		"startup", time.Since(t0).Round(time.Millisecond))
+		"startup", time.Since(t0).Round(time.Millisecond).String())
 	if cfg.Demo {
 		if err := a.startDemo(ctx); err != nil {
 			a.Stop(context.Background())
