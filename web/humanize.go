@@ -29,23 +29,9 @@ func humanMs(ms *float64) string {
 	return diagnose.FormatMs(*ms)
 }
 
-// humanInt groups digits with thin spaces: 12 345 678.
-func humanInt(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteRune('\u2009')
-		}
-		b.WriteRune(r)
-	}
-	if neg {
-		return "−" + b.String()
-	}
-	return b.String()
-}
+// humanInt groups digits with narrow no-break spaces: 12 345 678 (one
+// implementation, shared with the views).
+func humanInt(n int64) string { return views.HumanInt(int(n)) }
 
 // humanTokens formats a token count, "—" when unknown.
 func humanTokens(n *int64) string {

@@ -275,7 +275,7 @@ func (s *suite) testDiagnose(t *testing.T) {
 // parseMs reads a figure as the pages print it ("850 ms", "1.9 s");
 // ok is false for "—".
 func parseMs(s string) (float64, bool) {
-	s = strings.TrimSpace(strings.ReplaceAll(s, "\u2009", ""))
+	s = strings.TrimSpace(strings.NewReplacer("\u2009", "", "\u202f", "").Replace(s))
 	for _, u := range []struct {
 		suffix string
 		scale  float64
