@@ -163,6 +163,10 @@ func TestSustainedMixedLoad(t *testing.T) {
 	for _, l := range lines {
 		t.Log(l)
 	}
+	// artifacts/ is gitignored: a clean clone does not have it yet.
+	if err := os.MkdirAll(filepath.Join("..", "artifacts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join("..", "artifacts", "reliability.txt"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Errorf("write artifacts/reliability.txt: %v", err)
 	}
