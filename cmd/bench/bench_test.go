@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+)
+
+// The benches on a tiny scale: they must produce non-zero figures and lose
+// no acknowledged span. Real numbers come from `make bench-ingest` and
+// `make bench-query`.
+
+func TestQueryBenchSmoke(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := runQuery(ctx, queryOptions{Rows: []int{3000}, Reps: 1, HTTP: true, GaugeInterval: 30 * time.Minute,
+		Windows: []string{"1h", "7d"}, Log: testLog(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Sizes) != 1 {
+		t.Fatalf("%d sizes measured, want 1", len(rep.Sizes))
+	}
+	s := rep.Sizes[0]
+	if s.Load.Rows != 3000 || s.Load.Took <= 0 || s.Points == 0 {
+		t.Errorf("load: %+v, %d points", s.Load, s.Points)
+	}
+	if len(s.Ops) != 4*2 {
+		t.Fatalf("%d measurements, want 8 (4 pages × 2 windows)", len(s.Ops))
+	}
+	for _, op := range s.Ops {
+		if op.Err != "" {
+			t.Errorf("%s %s: %s", op.Op, op.Window, op.Err)
+			continue
+		}
+		if median(op.API) <= 0 || median(op.SQL) <= 0 || median(op.Engine) <= 0 || median(op.HTTP) <= 0 {
+			t.Errorf("%s %s: a zero timing: API %v SQL %v engine %v HTTP %v", op.Op, op.Window, op.API, op.SQL, op.Engine, op.HTTP)
+		}
+		if op.MainRows == 0 {
+			t.Errorf("%s %s: the main statement returned no rows", op.Op, op.Window)
+		}
+	}
+	if s.MemLoaded.RSS <= 0 || s.MemQuery.Peak <= 0 {
+		t.Errorf("memory not read: %+v %+v", s.MemLoaded, s.MemQuery)
+	}
+	printQuery(testWriter{t}, rep)
+}
+
+func TestIngestBenchSmoke(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := runIngest(ctx, ingestOptions{Duration: time.Second, LatencyDuration: time.Second, Concurrency: 4,
+		Batch: 400, EngineRows: 4000, Log: testLog(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 2 {
+		t.Fatalf("%d transports measured, want grpc and http", len(rep.Results))
+	}
+	for _, r := range rep.Results {
+		if r.Max.Acked == 0 || r.Max.Sustained <= 0 || r.Half.Exports == 0 || r.Half.percentile(0.99) <= 0 {
+			t.Errorf("%s: max %d spans (%.0f/s sustained), half load %d exports, p99 %v", r.Transport, r.Max.Acked, r.Max.Sustained,
+				r.Half.Exports, r.Half.percentile(0.99))
+		}
+		if r.Max.Rejected+r.Half.Rejected > 0 {
+			t.Errorf("%s: the server refused %d generated spans: %s", r.Transport, r.Max.Rejected+r.Half.Rejected, r.Max.FirstError+r.Half.FirstError)
+		}
+		if r.Max.Mem.Peak <= 0 || r.Max.ServerCores <= 0 {
+			t.Errorf("%s: server not observed: %+v, %.2f cores", r.Transport, r.Max.Mem, r.Max.ServerCores)
+		}
+	}
+	if rep.Acked == 0 || rep.Distinct < rep.Acked {
+		t.Errorf("%d spans acknowledged, %d distinct stored: acknowledged spans were lost", rep.Acked, rep.Distinct)
+	}
+	if rep.Stored != rep.Distinct {
+		t.Errorf("%d spans stored but %d distinct: the bench sent duplicate keys", rep.Stored, rep.Distinct)
+	}
+	if rep.Distinct > rep.Acked+rep.Uncertain {
+		t.Errorf("%d distinct spans stored for %d acknowledged and %d uncertain", rep.Distinct, rep.Acked, rep.Uncertain)
+	}
+	if rep.Engine.InsertRate() <= 0 || rep.Engine.Rows < 4000 {
+		t.Errorf("raw engine: %+v", rep.Engine)
+	}
+	printIngest(testWriter{t}, rep)
+}
+
+// testLog shows the benches' progress with -v.
+func testLog(t *testing.T) testWriter {
+	if os.Getenv("TOKENPATH_BENCH_QUIET") != "" {
+		return testWriter{nil}
+	}
+	return testWriter{t}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	if w.t != nil {
+		w.t.Log(string(p))
+	}
+	return len(p), nil
+}

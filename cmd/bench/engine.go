@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"syscall"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tokenpath/tokenpath/ingest/normalize"
+	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+// engineStats is the raw engine insert rate of the bench's spans, and what
+// the Go stages before it cost per span on one core.
+type engineStats struct {
+	Rows  int
+	Batch int
+	// Insert is Store.Insert(SpansBatch(rows)) in total; Build is the
+	// SpansBatch part of it (the rest: Native encoding, the staging file
+	// and the engine's INSERT … SELECT FROM file()).
+	Insert, Build time.Duration
+	// The receiver's work per export, timed over the same rows:
+	// proto.Unmarshal, normalize.Traces, and proto.Marshal (the WAL record).
+	Decode, Normalize, Reencode time.Duration
+	// CPU time of the same stages (the machine is shared: wall time
+	// includes waiting for a core). Go stages: the calling thread only;
+	// InsertCPU: the whole process, i.e. the engine's threads too.
+	DecodeCPU, NormalizeCPU, ReencodeCPU, BuildCPU, InsertCPU time.Duration
+	Memory                                                    memStatus // bench process after the inserts
+}
+
+// threadCPU is the CPU time of the calling OS thread (lock it first).
+func threadCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_THREAD, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// processCPU is the CPU time of the whole process.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// InsertRate is rows per second through Store.Insert.
+func (e engineStats) InsertRate() float64 {
+	if e.Insert <= 0 {
+		return 0
+	}
+	return float64(e.Rows) / e.Insert.Seconds()
+}
+
+func perSpan(d time.Duration, n int) time.Duration {
+	if n == 0 {
+		return 0
+	}
+	return d / time.Duration(n)
+}
+
+// measureEngine opens an embedded store in dir and inserts rows spans (the
+// templates normalized as the receiver does) in batches of batch rows.
+func measureEngine(ctx context.Context, dir string, templates []*traceTemplate, rows, batch int) (engineStats, error) {
+	st := engineStats{Batch: batch}
+	ch, err := clickhouse.Open(ctx, clickhouse.Config{DataDir: dir}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return st, fmt.Errorf("open engine: %w", err)
+	}
+	defer ch.Close()
+	if err := ch.Migrate(ctx); err != nil {
+		return st, err
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	seq := uint64(1) << 40 // apart from the sequence numbers the server saw
+	now := time.Now()
+	var buf []byte
+	for st.Rows < rows {
+		spans := make([]telemetry.Span, 0, batch+templates[0].spans)
+		for len(spans) < min(batch, rows-st.Rows) {
+			seq++
+			tpl := templates[seq%uint64(len(templates))]
+			buf = tpl.patch(buf, seq)
+			t0, c0 := time.Now(), threadCPU()
+			var req coltracepb.ExportTraceServiceRequest
+			if err := proto.Unmarshal(buf, &req); err != nil {
+				return st, err
+			}
+			t1, c1 := time.Now(), threadCPU()
+			res := normalize.Traces(1, &req, now, normalize.Limits{})
+			t2, c2 := time.Now(), threadCPU()
+			if _, err := proto.Marshal(&req); err != nil {
+				return st, err
+			}
+			st.Decode += t1.Sub(t0)
+			st.Normalize += t2.Sub(t1)
+			st.Reencode += time.Since(t2)
+			st.DecodeCPU += c1 - c0
+			st.NormalizeCPU += c2 - c1
+			st.ReencodeCPU += threadCPU() - c2
+			spans = append(spans, res.Spans...)
+		}
+		t0, c0, p0 := time.Now(), threadCPU(), processCPU()
+		b := clickhouse.SpansBatch(spans)
+		t1, c1 := time.Now(), threadCPU()
+		if err := ch.Insert(ctx, b); err != nil {
+			return st, err
+		}
+		st.Build += t1.Sub(t0)
+		st.Insert += time.Since(t0)
+		st.BuildCPU += c1 - c0
+		st.InsertCPU += processCPU() - p0
+		st.Rows += len(spans)
+		if err := ctx.Err(); err != nil {
+			return st, err
+		}
+	}
+	st.Memory = readMem(os.Getpid())
+	return st, nil
+}

@@ -1,0 +1,633 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tokenpath/tokenpath/app"
+	"github.com/tokenpath/tokenpath/config"
+	"github.com/tokenpath/tokenpath/store/clickhouse"
+)
+
+// ingestOptions are the flags of `bench ingest`.
+type ingestOptions struct {
+	Duration        time.Duration // max-throughput phase, per transport
+	LatencyDuration time.Duration // half-load latency phase, per transport
+	Concurrency     int           // exporters in the max-throughput phase
+	Batch           int           // spans per export request
+	Transports      []string
+	DatabaseURL     string
+	InProcess       bool   // run the server inside the bench (for profiling)
+	CPUProfile      string // with InProcess: CPU profile of the load phases
+	EngineRows      int    // rows for the raw engine insert measurement
+	Log             io.Writer
+}
+
+// phaseStats is what one load phase measured.
+type phaseStats struct {
+	Wall        time.Duration
+	Exports     int64 // acknowledged export requests
+	Acked       int64 // acknowledged spans
+	Overloaded  int64 // 429 / RESOURCE_EXHAUSTED answers
+	Failed      int64 // other failures (spans may or may not be stored)
+	FailedSpans int64
+	Rejected    int64 // spans refused as invalid in acknowledged exports (partial success)
+	FirstError  string
+	Latencies   []time.Duration // acknowledged exports, from due time (open loop) or send (closed loop)
+	AckedRate   float64         // spans/s over the whole phase
+	SteadyAcked float64         // spans/s acknowledged over the second half
+	SteadyWrite float64         // spans/s the server wrote to ClickHouse over the second half
+	Sustained   float64         // acked spans / (phase + drain): what the server keeps up end to end
+	TargetRate  float64         // open loop: offered spans/s
+	ServerCores float64         // server CPU time / wall
+	ClientCores float64
+	OtherCores  float64   // CPU the rest of the machine used meanwhile (noise)
+	LoadAvg     float64   // 1-minute load average at the end
+	Mem         memStatus // server RSS at the end, VmHWM over the phase
+	Backlog     float64   // rows acknowledged but not yet written, at the end
+	Drain       time.Duration
+	// ServerCPUPerSpan is the server's CPU time from the phase's start to
+	// the end of its drain, per acknowledged span: what a span costs end
+	// to end (receive, WAL, normalize, insert, assemble), whatever share
+	// of the shared machine the server got.
+	ServerCPUPerSpan time.Duration
+}
+
+func (p *phaseStats) percentile(q float64) time.Duration {
+	if len(p.Latencies) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), p.Latencies...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(q * float64(len(s)-1))
+	return s[i]
+}
+
+// transportResult is one transport's two phases.
+type transportResult struct {
+	Transport string
+	Max       phaseStats
+	Half      phaseStats
+}
+
+// ingestReport is the whole ingest bench.
+type ingestReport struct {
+	Options     ingestOptions
+	Results     []transportResult
+	Acked       int64 // spans acknowledged over all phases
+	Uncertain   int64 // spans of failed exports (not acknowledged, maybe stored)
+	Stored      int64 // spans in the server's ClickHouse after it stopped
+	Distinct    int64 // distinct (trace_id, span_id) among them
+	Requests    int64 // llm_requests rows assembled by the time the server stopped
+	WALLeft     int   // write-ahead log segments left behind
+	ServerPeak  memStatus
+	AvgWriteRow float64 // rows per ClickHouse insert in the server
+	Engine      engineStats
+	SpansPerReq int
+}
+
+// ingestTarget is a running server under test.
+type ingestTarget struct {
+	pid                     int
+	grpcAddr, httpAddr, web string
+	dataDir                 string
+	inProcess               bool
+	stop                    func() error
+	serverLog               string
+	dropSchema              func()
+	buildTime, startTime    time.Duration
+	templates               []*traceTemplate
+	seq                     atomic.Uint64 // send sequence: makes every export's trace ids new
+}
+
+func (o *ingestOptions) defaults() {
+	if o.Duration <= 0 {
+		o.Duration = 60 * time.Second
+	}
+	if o.LatencyDuration <= 0 {
+		o.LatencyDuration = max(o.Duration/2, 3*time.Second)
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 8
+	}
+	if o.Batch <= 0 {
+		o.Batch = 1000
+	}
+	if len(o.Transports) == 0 {
+		o.Transports = []string{"grpc", "http"}
+	}
+	if o.DatabaseURL == "" {
+		o.DatabaseURL = databaseURL()
+	}
+	if o.EngineRows <= 0 {
+		o.EngineRows = 1_000_000
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+}
+
+// runIngest runs the whole ingest bench and returns its figures.
+func runIngest(ctx context.Context, opts ingestOptions) (*ingestReport, error) {
+	opts.defaults()
+	work, err := os.MkdirTemp("", "tokenpath-bench-ingest-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	logf := func(format string, args ...any) { fmt.Fprintf(opts.Log, "ingest: "+format+"\n", args...) }
+
+	base := time.Now().Add(-2 * time.Minute)
+	templates, err := buildTemplates(16, opts.Batch, 1, base)
+	if err != nil {
+		return nil, err
+	}
+	logf("%d export templates of %d spans (%d KiB each)", len(templates), templates[0].spans, len(templates[0].body)>>10)
+
+	t, err := startTarget(ctx, opts, work)
+	if err != nil {
+		return nil, err
+	}
+	defer t.dropSchema()
+	t.templates = templates
+	logf("server up (pid %d, build %s, start %s); data dir %s", t.pid, t.buildTime.Round(time.Millisecond), t.startTime.Round(time.Millisecond), t.dataDir)
+
+	rep := &ingestReport{Options: opts, SpansPerReq: 4}
+	m0, _ := scrapeMetrics(ctx, t.web)
+	runErr := func() error {
+		for _, tr := range opts.Transports {
+			res := transportResult{Transport: tr}
+			logf("%s: max-throughput phase, %d exporters, %s", tr, opts.Concurrency, opts.Duration)
+			res.Max = t.closedLoop(ctx, tr, opts.Concurrency, opts.Duration)
+			logf("%s: acknowledged %d spans (%.0f/s, steady %.0f/s acked, %.0f/s written), %d overloaded, %d failed; drained %.0f rows in %s",
+				tr, res.Max.Acked, res.Max.AckedRate, res.Max.SteadyAcked, res.Max.SteadyWrite, res.Max.Overloaded, res.Max.Failed, res.Max.Backlog, res.Max.Drain.Round(time.Millisecond))
+			if res.Max.Sustained <= 0 {
+				return fmt.Errorf("%s: no span was acknowledged (first error: %s); server log:\n%s", tr, res.Max.FirstError, tail(t.serverLog, 3000))
+			}
+			rate := res.Max.Sustained / 2
+			logf("%s: latency phase at %.0f spans/s for %s", tr, rate, opts.LatencyDuration)
+			res.Half = t.openLoop(ctx, tr, rate, opts.LatencyDuration)
+			logf("%s: p50 %s p99 %s over %d exports, %d overloaded, %d failed", tr, res.Half.percentile(0.5).Round(time.Millisecond),
+				res.Half.percentile(0.99).Round(time.Millisecond), res.Half.Exports, res.Half.Overloaded, res.Half.Failed)
+			for _, p := range []*phaseStats{&res.Max, &res.Half} {
+				rep.Acked += p.Acked
+				rep.Uncertain += p.FailedSpans
+				rep.ServerPeak.Peak = max(rep.ServerPeak.Peak, p.Mem.Peak)
+			}
+			rep.Results = append(rep.Results, res)
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	if m1, err := scrapeMetrics(ctx, t.web); err == nil && m1.Writes > m0.Writes {
+		rep.AvgWriteRow = (m1.WrittenRows - m0.WrittenRows) / (m1.Writes - m0.Writes)
+	}
+	rep.ServerPeak.RSS = readMem(t.pid).RSS
+	logf("stopping the server")
+	if err := t.stop(); err != nil && runErr == nil {
+		runErr = err
+	}
+	if runErr != nil {
+		return rep, runErr
+	}
+
+	// The server is gone: its data dir (and the one engine a process may
+	// hold) are ours now.
+	if err := countStored(ctx, t.dataDir, rep); err != nil {
+		return rep, err
+	}
+	logf("stored %d spans (%d distinct) for %d acknowledged; %d llm_requests assembled; %d WAL segments left",
+		rep.Stored, rep.Distinct, rep.Acked, rep.Requests, rep.WALLeft)
+
+	batch := int(rep.AvgWriteRow)
+	if batch <= 0 {
+		batch = 50_000
+	}
+	batch = min(max(batch, opts.Batch), 200_000)
+	logf("raw engine: inserting %d rows in batches of %d", opts.EngineRows, batch)
+	rep.Engine, err = measureEngine(ctx, filepath.Join(work, "engine"), templates, opts.EngineRows, batch)
+	if err != nil {
+		return rep, err
+	}
+	logf("raw engine: %.0f rows/s", rep.Engine.InsertRate())
+	return rep, nil
+}
+
+// startTarget builds and starts the server process (or an in-process app).
+func startTarget(ctx context.Context, opts ingestOptions, work string) (*ingestTarget, error) {
+	dbURL, drop, err := freshSchema(ctx, opts.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	t := &ingestTarget{dataDir: filepath.Join(work, "server"), dropSchema: drop, inProcess: opts.InProcess}
+	addrs := make([]string, 3)
+	for i := range addrs {
+		if addrs[i], err = freeAddr(); err != nil {
+			drop()
+			return nil, err
+		}
+	}
+	t.web, t.grpcAddr, t.httpAddr = addrs[0], addrs[1], addrs[2]
+	env := map[string]string{
+		"TOKENPATH_DATA_DIR":       t.dataDir,
+		"TOKENPATH_DATABASE_URL":   dbURL,
+		"TOKENPATH_BOOTSTRAP_KEY":  benchKey,
+		"TOKENPATH_HTTP_ADDR":      t.web,
+		"TOKENPATH_OTLP_GRPC_ADDR": t.grpcAddr,
+		"TOKENPATH_OTLP_HTTP_ADDR": t.httpAddr,
+		"TOKENPATH_LOG_FORMAT":     "json",
+		"TOKENPATH_LOG_LEVEL":      "warn",
+	}
+	if lib, err := clickhouse.LibraryPath(); err == nil {
+		env["TOKENPATH_CHDB_LIB"] = lib
+	}
+	t0 := time.Now()
+	if opts.InProcess {
+		cfg, err := config.Load("tokenpath-bench", nil, func(k string) string { return env[k] }, io.Discard)
+		if err != nil {
+			drop()
+			return nil, err
+		}
+		log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+		a, err := app.Start(ctx, cfg, log)
+		if err != nil {
+			drop()
+			return nil, fmt.Errorf("start tokenpath in process: %w", err)
+		}
+		t.startTime = time.Since(t0)
+		t.pid = os.Getpid()
+		t.grpcAddr, t.httpAddr, t.web = a.OTLPGRPCAddr, a.OTLPHTTPAddr, a.HTTPAddr
+		stopProfile := func() {}
+		if opts.CPUProfile != "" {
+			f, err := os.Create(opts.CPUProfile)
+			if err != nil {
+				a.Stop(context.Background())
+				drop()
+				return nil, err
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				f.Close()
+				a.Stop(context.Background())
+				drop()
+				return nil, err
+			}
+			stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+		}
+		t.stop = func() error { stopProfile(); a.Stop(context.Background()); return nil }
+		return t, nil
+	}
+	bin, err := buildServer(ctx, work)
+	if err != nil {
+		drop()
+		return nil, err
+	}
+	t.buildTime = time.Since(t0)
+	var envList []string
+	for k, v := range env {
+		envList = append(envList, k+"="+v)
+	}
+	t.serverLog = filepath.Join(work, "server.log")
+	t1 := time.Now()
+	p, err := startServerProcess(ctx, bin, envList, t.web, t.serverLog)
+	if err != nil {
+		drop()
+		return nil, err
+	}
+	t.startTime = time.Since(t1)
+	t.pid = p.pid()
+	t.stop = func() error {
+		if err := p.stop(90 * time.Second); err != nil {
+			return fmt.Errorf("%w; log:\n%s", err, tail(t.serverLog, 3000))
+		}
+		return nil
+	}
+	return t, nil
+}
+
+// attempt sends one export, retrying on overload (honouring the server's
+// Retry-After / RetryInfo) until it is acknowledged, fails, or stopAt passes.
+func (t *ingestTarget) attempt(ctx context.Context, exp exporter, body []byte, stopAt time.Time, st *phaseCounters) (int, bool) {
+	for {
+		outcome, delay, rejected, err := exp.export(ctx, body)
+		switch outcome {
+		case exportOK:
+			if rejected > 0 {
+				st.rejected.Add(rejected)
+				st.noteErr(err)
+			}
+			return t.templates[0].spans - int(rejected), true
+		case exportOverloaded:
+			st.overloaded.Add(1)
+			if delay <= 0 {
+				delay = time.Second
+			}
+			if time.Now().Add(delay).After(stopAt) {
+				return 0, false
+			}
+			select {
+			case <-ctx.Done():
+				return 0, false
+			case <-time.After(delay):
+			}
+		default:
+			st.failed.Add(1)
+			st.failedSpans.Add(int64(t.templates[0].spans))
+			st.noteErr(err)
+			return 0, false
+		}
+	}
+}
+
+// phaseCounters are the shared tallies of the exporters of one phase.
+type phaseCounters struct {
+	exports, acked, overloaded, failed, failedSpans, rejected atomic.Int64
+	mu                                                        sync.Mutex
+	firstErr                                                  string
+	latencies                                                 []time.Duration
+}
+
+func (c *phaseCounters) noteErr(err error) {
+	c.mu.Lock()
+	if c.firstErr == "" && err != nil {
+		c.firstErr = err.Error()
+	}
+	c.mu.Unlock()
+}
+
+func (c *phaseCounters) ok(spans int, lat time.Duration) {
+	c.exports.Add(1)
+	c.acked.Add(int64(spans))
+	c.mu.Lock()
+	c.latencies = append(c.latencies, lat)
+	c.mu.Unlock()
+}
+
+// sampler records acked spans and the server's written rows once a second.
+type sampler struct {
+	at               []time.Duration
+	acked            []int64
+	written          []float64
+	stop             chan struct{}
+	done             chan struct{}
+	peakRSS          int64
+	webAddr          string
+	pid              int
+	countersAckedPtr *atomic.Int64
+}
+
+func startSampler(ctx context.Context, web string, pid int, acked *atomic.Int64) *sampler {
+	s := &sampler{stop: make(chan struct{}), done: make(chan struct{}), webAddr: web, pid: pid, countersAckedPtr: acked}
+	t0 := time.Now()
+	record := func() {
+		m, _ := scrapeMetrics(ctx, web)
+		s.at = append(s.at, time.Since(t0))
+		s.acked = append(s.acked, acked.Load())
+		s.written = append(s.written, m.WrittenRows)
+		s.peakRSS = max(s.peakRSS, readMem(pid).RSS)
+	}
+	record()
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.stop:
+				record()
+				return
+			case <-tick.C:
+				record()
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sampler) finish() { close(s.stop); <-s.done }
+
+// secondHalf returns acked and written spans/s over the second half.
+func (s *sampler) secondHalf() (acked, written float64) {
+	n := len(s.at)
+	if n < 3 {
+		return 0, 0
+	}
+	end := s.at[n-1]
+	i := sort.Search(n, func(i int) bool { return s.at[i] >= end/2 })
+	if i >= n-1 {
+		return 0, 0
+	}
+	secs := (s.at[n-1] - s.at[i]).Seconds()
+	return float64(s.acked[n-1]-s.acked[i]) / secs, (s.written[n-1] - s.written[i]) / secs
+}
+
+// phaseClock holds the CPU counters at the start of a phase.
+type phaseClock struct{ server, self, machine time.Duration }
+
+func (t *ingestTarget) beginPhase() phaseClock {
+	resetPeak(t.pid)
+	return phaseClock{cpuTime(t.pid), cpuTime(os.Getpid()), machineBusy()}
+}
+
+func (t *ingestTarget) endPhase(ctx context.Context, st *phaseStats, c *phaseCounters, s *sampler, wall time.Duration, clk phaseClock) {
+	st.Wall = wall
+	st.Exports, st.Acked = c.exports.Load(), c.acked.Load()
+	st.Overloaded, st.Failed, st.FailedSpans, st.Rejected = c.overloaded.Load(), c.failed.Load(), c.failedSpans.Load(), c.rejected.Load()
+	st.FirstError, st.Latencies = c.firstErr, c.latencies
+	st.AckedRate = float64(st.Acked) / wall.Seconds()
+	st.SteadyAcked, st.SteadyWrite = s.secondHalf()
+	st.ServerCores = (cpuTime(t.pid) - clk.server).Seconds() / wall.Seconds()
+	machine := (machineBusy() - clk.machine).Seconds() / wall.Seconds()
+	if t.inProcess {
+		st.OtherCores = machine - st.ServerCores
+	} else {
+		st.ClientCores = (cpuTime(os.Getpid()) - clk.self).Seconds() / wall.Seconds()
+		st.OtherCores = machine - st.ServerCores - st.ClientCores
+	}
+	st.LoadAvg = loadAverage()
+	st.Mem = readMem(t.pid)
+	m, _ := scrapeMetrics(ctx, t.web)
+	st.Backlog = m.QueueRows
+	st.Drain = t.drain(ctx)
+	// Sustained is end to end: the phase's acknowledged spans over the time
+	// until the last of them was in ClickHouse. Acknowledging faster than
+	// the writer keeps up only fills the pending queue (MaxPendingRows),
+	// which then drains after the phase.
+	st.Sustained = float64(st.Acked) / (wall + st.Drain).Seconds()
+	if st.Acked > 0 {
+		st.ServerCPUPerSpan = (cpuTime(t.pid) - clk.server) / time.Duration(st.Acked)
+	}
+	// The peak covers the drain too: the backlog is written then.
+	st.Mem.Peak = max(readMem(t.pid).Peak, s.peakRSS)
+}
+
+// drain waits until the server has written every acknowledged row.
+func (t *ingestTarget) drain(ctx context.Context) time.Duration {
+	t0 := time.Now()
+	deadline := t0.Add(5 * time.Minute)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		m, err := scrapeMetrics(ctx, t.web)
+		if err == nil && m.QueueRows == 0 {
+			return time.Since(t0)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return time.Since(t0)
+}
+
+func (t *ingestTarget) exporters(transport string, n int) ([]exporter, error) {
+	out := make([]exporter, 0, n)
+	for i := 0; i < n; i++ {
+		e, err := newExporter(transport, t.grpcAddr, t.httpAddr, benchKey)
+		if err != nil {
+			for _, e := range out {
+				_ = e.close()
+			}
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// closedLoop runs n exporters back to back for d: the most the server
+// acknowledges.
+func (t *ingestTarget) closedLoop(ctx context.Context, transport string, n int, d time.Duration) phaseStats {
+	var st phaseStats
+	var c phaseCounters
+	exps, err := t.exporters(transport, n)
+	if err != nil {
+		st.FirstError = err.Error()
+		return st
+	}
+	defer func() {
+		for _, e := range exps {
+			_ = e.close()
+		}
+	}()
+	clk := t.beginPhase()
+	s := startSampler(ctx, t.web, t.pid, &c.acked)
+	start := time.Now()
+	stopAt := start.Add(d)
+	var wg sync.WaitGroup
+	for i, e := range exps {
+		wg.Add(1)
+		go func(i int, e exporter) {
+			defer wg.Done()
+			var buf []byte
+			for time.Now().Before(stopAt) && ctx.Err() == nil {
+				seq := t.seq.Add(1)
+				tpl := t.templates[seq%uint64(len(t.templates))]
+				buf = tpl.patch(buf, seq)
+				t0 := time.Now()
+				if n, ok := t.attempt(ctx, e, buf, stopAt, &c); ok {
+					c.ok(n, time.Since(t0))
+				}
+			}
+		}(i, e)
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	s.finish()
+	t.endPhase(ctx, &st, &c, s, wall, clk)
+	return st
+}
+
+// openLoop offers rate spans/s for d, whatever the answers, and measures
+// each export's latency from when it was due (so a stalled server cannot
+// hide its queueing: no coordinated omission).
+func (t *ingestTarget) openLoop(ctx context.Context, transport string, rate float64, d time.Duration) phaseStats {
+	st := phaseStats{TargetRate: rate}
+	var c phaseCounters
+	workers := 64
+	exps, err := t.exporters(transport, workers)
+	if err != nil {
+		st.FirstError = err.Error()
+		return st
+	}
+	defer func() {
+		for _, e := range exps {
+			_ = e.close()
+		}
+	}()
+	spans := t.templates[0].spans
+	interval := time.Duration(float64(time.Second) * float64(spans) / rate)
+	clk := t.beginPhase()
+	s := startSampler(ctx, t.web, t.pid, &c.acked)
+	start := time.Now()
+	stopAt := start.Add(d)
+	due := make(chan time.Time, 100_000)
+	var wg sync.WaitGroup
+	for _, e := range exps {
+		wg.Add(1)
+		go func(e exporter) {
+			defer wg.Done()
+			var buf []byte
+			for at := range due {
+				seq := t.seq.Add(1)
+				tpl := t.templates[seq%uint64(len(t.templates))]
+				buf = tpl.patch(buf, seq)
+				if n, ok := t.attempt(ctx, e, buf, stopAt.Add(30*time.Second), &c); ok {
+					c.ok(n, time.Since(at))
+				}
+			}
+		}(e)
+	}
+	for i := 0; ; i++ {
+		at := start.Add(time.Duration(i) * interval)
+		if !at.Before(stopAt) || ctx.Err() != nil {
+			break
+		}
+		if w := time.Until(at); w > 0 {
+			time.Sleep(w)
+		}
+		due <- at
+	}
+	close(due)
+	wg.Wait()
+	wall := time.Since(start)
+	s.finish()
+	t.endPhase(ctx, &st, &c, s, wall, clk)
+	return st
+}
+
+// countStored opens the stopped server's ClickHouse and counts its spans.
+func countStored(ctx context.Context, dataDir string, rep *ingestReport) error {
+	ch, err := clickhouse.Open(ctx, clickhouse.Config{DataDir: filepath.Join(dataDir, "clickhouse")}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return fmt.Errorf("open the server's clickhouse: %w", err)
+	}
+	defer ch.Close()
+	r, err := ch.Query(ctx, "SELECT count() AS n, uniqExact(trace_id, span_id) AS u FROM spans")
+	if err != nil {
+		return fmt.Errorf("count spans: %w", err)
+	}
+	rep.Stored, rep.Distinct = r.Row(0).Int("n"), r.Row(0).Int("u")
+	if r, err := ch.Query(ctx, "SELECT count() AS n FROM llm_requests FINAL WHERE is_deleted = 0"); err == nil {
+		rep.Requests = r.Row(0).Int("n")
+	}
+	entries, err := os.ReadDir(filepath.Join(dataDir, "wal"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "wal-") {
+			if fi, err := e.Info(); err == nil && fi.Size() > 0 {
+				rep.WALLeft++
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// defaultDatabaseURL is the dev/CI machine's PostgreSQL (trust auth, db test).
+const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// benchKey is the API key of project "default" in every bench server.
+const benchKey = "tp_bench_key_0123456789abcdef"
+
+// databaseURL is TOKENPATH_BENCH_DATABASE_URL or the machine's test server.
+func databaseURL() string {
+	if u := os.Getenv("TOKENPATH_BENCH_DATABASE_URL"); u != "" {
+		return u
+	}
+	return defaultDatabaseURL
+}
+
+// freshSchema creates an empty schema on the PostgreSQL at base and returns
+// a URL whose search_path is it, plus a function that drops it.
+func freshSchema(ctx context.Context, base string) (string, func(), error) {
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return "", nil, fmt.Errorf("connect to PostgreSQL %s (set TOKENPATH_BENCH_DATABASE_URL): %w", redact(base), err)
+	}
+	defer conn.Close(context.Background())
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "tp_bench_" + hex.EncodeToString(b[:])
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		return "", nil, fmt.Errorf("create schema: %w", err)
+	}
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, base); err == nil {
+			_, _ = c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+			c.Close(ctx)
+		}
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		drop()
+		return "", nil, err
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String(), drop, nil
+}
+
+func redact(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	return p.Redacted()
+}
+
+// repoRoot finds the module root (go.mod of github.com/tokenpath/tokenpath)
+// from the working directory up.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.Contains(b, []byte("module github.com/tokenpath/tokenpath\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run the bench inside the tokenpath repository (no go.mod found above the working directory)")
+		}
+		dir = parent
+	}
+}
+
+// buildServer compiles cmd/server into dir.
+func buildServer(ctx context.Context, dir string) (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("the go command is needed to build cmd/server: %w", err)
+	}
+	out := filepath.Join(dir, "tokenpath-server")
+	cmd := exec.CommandContext(ctx, goBin, "build", "-o", out, "./cmd/server")
+	cmd.Dir = root
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/server: %w\n%s", err, msg)
+	}
+	return out, nil
+}
+
+// freeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// serverProcess is a tokenpath server running as its own process.
+type serverProcess struct {
+	cmd     *exec.Cmd
+	exited  chan error
+	logPath string
+}
+
+// startServerProcess runs bin with env and waits for /readyz.
+func startServerProcess(ctx context.Context, bin string, env []string, webAddr, logPath string) (*serverProcess, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin)
+	if root, err := repoRoot(); err == nil {
+		cmd.Dir = root // the server finds node_modules (libchdb) from its working directory
+	}
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start server: %w", err)
+	}
+	p := &serverProcess{cmd: cmd, exited: make(chan error, 1), logPath: logPath}
+	go func() { p.exited <- cmd.Wait(); logf.Close() }()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		select {
+		case err := <-p.exited:
+			p.exited <- err
+			return nil, fmt.Errorf("server exited during start (%v); log:\n%s", err, tail(logPath, 4000))
+		case <-ctx.Done():
+			p.kill()
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		resp, err := http.Get("http://" + webAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			p.kill()
+			return nil, fmt.Errorf("server not ready after 90 s; log:\n%s", tail(logPath, 4000))
+		}
+	}
+}
+
+func (p *serverProcess) pid() int { return p.cmd.Process.Pid }
+
+// stop sends SIGTERM (the server flushes what it acknowledged) and waits.
+func (p *serverProcess) stop(timeout time.Duration) error {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		if err != nil {
+			return fmt.Errorf("server exit: %w", err)
+		}
+		return nil
+	case <-time.After(timeout):
+		p.kill()
+		return fmt.Errorf("server did not stop within %s; killed", timeout)
+	}
+}
+
+func (p *serverProcess) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+	p.exited <- nil
+}
+
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// memStatus is a process's resident memory from /proc/<pid>/status.
+type memStatus struct {
+	RSS, Peak int64 // VmRSS and VmHWM, bytes
+}
+
+func readMem(pid int) memStatus {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return memStatus{}
+	}
+	defer f.Close()
+	var m memStatus
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch k {
+		case "VmRSS":
+			m.RSS = kb << 10
+		case "VmHWM":
+			m.Peak = kb << 10
+		}
+	}
+	return m
+}
+
+// resetPeak restarts VmHWM at the current RSS (clear_refs 5), so each
+// phase reports its own peak. Needs to own the process (or root).
+func resetPeak(pid int) {
+	_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}
+
+// cpuTime is the user+system CPU a process has used so far.
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesized command name; utime and stime are
+	// fields 14 and 15 (1-based), in clock ticks of 1/100 s on Linux.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		s = s[i+2:]
+	}
+	f := strings.Fields(s)
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond
+}
+
+// serverMetrics reads a few of the server's own /metrics figures.
+type serverMetrics struct {
+	QueueRows   float64 // acknowledged, not yet in ClickHouse
+	WrittenRows float64
+	Writes      float64 // segments written (write latency histogram count)
+	WriteSecs   float64
+	HeapInuse   float64
+}
+
+func scrapeMetrics(ctx context.Context, webAddr string) (serverMetrics, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+webAddr+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return serverMetrics{}, err
+	}
+	defer resp.Body.Close()
+	var m serverMetrics
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, val, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "tokenpath_ingest_queue_rows":
+			m.QueueRows = v
+		case "tokenpath_ingest_written_rows_total":
+			m.WrittenRows = v
+		case "tokenpath_ingest_write_seconds_count":
+			m.Writes = v
+		case "tokenpath_ingest_write_seconds_sum":
+			m.WriteSecs = v
+		case "go_memstats_heap_inuse_bytes":
+			m.HeapInuse = v
+		}
+	}
+	return m, sc.Err()
+}
+
+// machineBusy is the CPU time every process on the machine has used (all
+// of /proc/stat's non-idle time): minus ours, it tells how much the other
+// engineers' jobs took from a measurement.
+func machineBusy() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	var busy int64
+	for i, v := range f[1:9] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		busy += n
+	}
+	return time.Duration(busy) * 10 * time.Millisecond
+}
+
+// loadAverage is the 1-minute load average.
+func loadAverage() float64 {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}

@@ -1,0 +1,415 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/tokenpath/tokenpath/analysis"
+	"github.com/tokenpath/tokenpath/analysis/diagnose"
+	"github.com/tokenpath/tokenpath/app"
+	"github.com/tokenpath/tokenpath/config"
+	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/store/postgres"
+)
+
+// queryOptions are the flags of `bench query`.
+type queryOptions struct {
+	Rows []int // dataset sizes, ascending; each grows the previous one
+	Reps int   // runs per measurement (the median is reported)
+	HTTP bool  // also measure through the real handlers (app.Start)
+	// GaugeInterval is the scrape interval of the synthetic vLLM gauges
+	// (15 s, as Prometheus scrapes; coarser for smoke runs).
+	GaugeInterval time.Duration
+	DatabaseURL   string
+	Log           io.Writer
+	// WhatIf also times the proposed fixes on the largest size.
+	WhatIf bool
+	// Windows limits the windows measured (names of windows); empty = all.
+	Windows []string
+	// OnlyWhatIf skips the page measurements (and HTTP): load, then time
+	// the proposed fixes.
+	OnlyWhatIf bool
+}
+
+// opTiming is one page query at one window size.
+type opTiming struct {
+	Op, Window string
+	// API is the analysis.Queries call; HTTP the /api/v1 endpoint of a
+	// running app; SQL the op's main statement alone through Store.Query
+	// (engine + JSONCompact + Go decode); Engine the same statement with
+	// FORMAT Null (the engine alone); AllEngine every statement the op
+	// issues, FORMAT Null.
+	API, HTTP, SQL, Engine, AllEngine []time.Duration
+	MainRows                          int // rows the main statement returns
+	Err                               string
+}
+
+// sizeResult is everything measured at one dataset size.
+type sizeResult struct {
+	Rows      int
+	Load      loadStats
+	Points    int
+	Parts     int64 // active llm_requests parts when measured
+	Ops       []*opTiming
+	MemLoaded memStatus // bench process after the load
+	MemQuery  memStatus // RSS after the queries, VmHWM over them
+	MemHTTP   memStatus // with the app running: RSS after, peak over
+	WhatIfs   []*whatIf
+	// OtherCores is the CPU other processes used while this size was
+	// measured (the machine is shared): a noise indicator, as is LoadAvg.
+	OtherCores, LoadAvg float64
+}
+
+type queryReport struct {
+	Options queryOptions
+	Sizes   []*sizeResult
+}
+
+var windows = []struct {
+	name string
+	d    time.Duration
+}{{"1h", time.Hour}, {"24h", 24 * time.Hour}, {"7d", 7 * 24 * time.Hour}}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+// runQuery loads each dataset size and measures the pages on it.
+func runQuery(ctx context.Context, opts queryOptions) (*queryReport, error) {
+	if opts.Reps <= 0 {
+		opts.Reps = 5
+	}
+	if opts.DatabaseURL == "" {
+		opts.DatabaseURL = databaseURL()
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.GaugeInterval <= 0 {
+		opts.GaugeInterval = 15 * time.Second
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(opts.Log, "query: "+format+"\n", args...) }
+	sort.Ints(opts.Rows)
+	work, err := os.MkdirTemp("", "tokenpath-bench-query-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	dataDir := filepath.Join(work, "data")
+
+	// PostgreSQL first: the project id and an assembler watermark in the
+	// future, so the app started later leaves the synthetic rows alone.
+	var dbURL string
+	var project int64
+	if opts.HTTP {
+		u, drop, err := freshSchema(ctx, opts.DatabaseURL)
+		if err != nil {
+			return nil, err
+		}
+		defer drop()
+		dbURL = u
+		pg, err := postgres.Open(ctx, dbURL)
+		if err != nil {
+			return nil, err
+		}
+		err = pg.Migrate(ctx)
+		if err == nil {
+			project, err = pg.EnsureProjectWithKey(ctx, "default", benchKey)
+		}
+		if err == nil {
+			_, err = pg.Pool.Exec(ctx, "INSERT INTO assembly_watermarks (name, watermark) VALUES ('assembler', $1)", time.Now().Add(24*time.Hour).UnixNano())
+		}
+		pg.Close()
+		if err != nil {
+			return nil, fmt.Errorf("prepare postgres: %w", err)
+		}
+	} else {
+		project = 1
+	}
+
+	rep := &queryReport{Options: opts}
+	d := newDataset(uint32(project), time.Now())
+	d.scrapeInterval = opts.GaugeInterval
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	chCfg := clickhouse.Config{DataDir: filepath.Join(dataDir, "clickhouse"), RetentionDays: 30, MaxExecutionTime: 10 * time.Minute}
+	for i, rows := range opts.Rows {
+		res := &sizeResult{Rows: rows}
+		rep.Sizes = append(rep.Sizes, res)
+		ch, err := clickhouse.Open(ctx, chCfg, quiet)
+		if err != nil {
+			return rep, err
+		}
+		err = func() error {
+			defer ch.Close()
+			if i == 0 {
+				if err := ch.Migrate(ctx); err != nil {
+					return err
+				}
+				n, err := d.addGauges(ctx, ch)
+				if err != nil {
+					return fmt.Errorf("load gauges: %w", err)
+				}
+				res.Points = n
+				logf("loaded %d metric points and the scaling events", n)
+			}
+			if more := rows - d.rows; more > 0 {
+				logf("loading %d llm_requests rows (total %d)", more, rows)
+				st, err := d.addRequests(ctx, ch, more, uint64(1000+i), logf)
+				if err != nil {
+					return fmt.Errorf("load requests: %w", err)
+				}
+				res.Load = st
+				logf("loaded %d rows + %d spans in %s (%.0f rows/s; generating them took %s)", st.Rows, st.Spans,
+					st.Took.Round(time.Millisecond), float64(st.Rows)/st.Took.Seconds(), st.Generate.Round(time.Millisecond))
+			}
+			if r, err := ch.Query(ctx, "SELECT count() AS n FROM system.parts WHERE database = currentDatabase() AND table = 'llm_requests' AND active"); err == nil {
+				res.Parts = r.Row(0).Int("n")
+			}
+			res.MemLoaded = readMem(os.Getpid())
+			resetPeak(os.Getpid())
+			t0, self0, busy0 := time.Now(), cpuTime(os.Getpid()), machineBusy()
+			defer func() {
+				res.OtherCores = ((machineBusy() - busy0) - (cpuTime(os.Getpid()) - self0)).Seconds() / time.Since(t0).Seconds()
+				res.LoadAvg = loadAverage()
+			}()
+			q := &analysis.Queries{CH: ch}
+			for _, w := range windows {
+				if opts.OnlyWhatIf || len(opts.Windows) > 0 && !slices.Contains(opts.Windows, w.name) {
+					continue
+				}
+				for _, op := range []string{"list", "series", "diagnose", "compare"} {
+					t := &opTiming{Op: op, Window: w.name}
+					res.Ops = append(res.Ops, t)
+					measureOp(ctx, q, ch, d, t, w.d, opts.Reps)
+					logf("%d rows, %s %s: API %s, main SQL %s (engine %s), %d rows", rows, op, w.name,
+						median(t.API).Round(time.Millisecond), median(t.SQL).Round(time.Millisecond), median(t.Engine).Round(time.Millisecond), t.MainRows)
+				}
+			}
+			res.MemQuery = readMem(os.Getpid())
+			if (opts.WhatIf || opts.OnlyWhatIf) && i == len(opts.Rows)-1 {
+				logf("%d rows: timing the proposed fixes", rows)
+				res.WhatIfs = whatIfs(ctx, ch, d, opts.Reps)
+			}
+			return nil
+		}()
+		if err != nil {
+			return rep, err
+		}
+		if opts.HTTP && !opts.OnlyWhatIf {
+			if err := measureHTTP(ctx, dataDir, dbURL, d, res, opts.Reps, logf); err != nil {
+				return rep, err
+			}
+		}
+	}
+	return rep, nil
+}
+
+// ranges returns the window ending at the data's end and the one before it.
+func (d *dataset) ranges(w time.Duration) (window, before diagnose.Range) {
+	return diagnose.Range{From: d.end.Add(-w), To: d.end}, diagnose.Range{From: d.end.Add(-2 * w), To: d.end.Add(-w)}
+}
+
+// statement is one SQL statement a page issues, as analysis/queries.go
+// renders it at this commit (kept in step by hand: it is the baseline the
+// op is compared with, not a reimplementation).
+type statement struct {
+	sql  string
+	args []any
+}
+
+func requestWhere(project uint32, r diagnose.Range) (string, []any) {
+	return "project_id = ? AND start >= ? AND start < ?", []any{project, r.From, r.To}
+}
+
+func loadStatement(project uint32, r diagnose.Range) statement {
+	where, args := requestWhere(project, r)
+	return statement{"SELECT " + clickhouse.RequestColumns + " FROM llm_requests FINAL WHERE " + where +
+		" ORDER BY cityHash64(trace_id, span_id) LIMIT ?", append(args, 500_000)}
+}
+
+func metricsStatement(project uint32, r diagnose.Range) statement {
+	return statement{`SELECT time, service, instance, name, value FROM metric_points
+		WHERE project_id = ? AND name IN ? AND service IN ? AND time >= ? AND time < ? ORDER BY time`,
+		[]any{project, []string{diagnose.MetricKVCacheUsage, diagnose.MetricRequestsWaiting, diagnose.MetricRequestsRunning},
+			serverNames(), r.From, r.To}}
+}
+
+func serverNames() []string {
+	out := make([]string, 0, len(selfHosted))
+	for _, b := range selfHosted {
+		out = append(out, b.service)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// statements returns the op's statements; the first is its main one.
+func statements(op string, project uint32, window, before diagnose.Range) []statement {
+	baseline := diagnose.DefaultBaseline(window)
+	span := diagnose.Range{From: baseline.From, To: window.To}
+	switch op {
+	case "list":
+		where, args := requestWhere(project, window)
+		return []statement{
+			{"SELECT " + clickhouse.RequestColumns + " FROM llm_requests FINAL WHERE " + where +
+				" ORDER BY ttft_ms DESC NULLS LAST, start DESC LIMIT ? OFFSET ?", append(append([]any{}, args...), 50, 0)},
+			{"SELECT count() AS n FROM llm_requests FINAL WHERE " + where, args},
+		}
+	case "series", "diagnose":
+		return []statement{loadStatement(project, window), loadStatement(project, baseline), metricsStatement(project, span),
+			{"SELECT " + clickhouse.EventColumns + " FROM events FINAL WHERE project_id = ? AND service IN ? AND time >= ? AND time < ? ORDER BY time",
+				[]any{project, serverNames(), span.From, span.To}}}
+	case "compare":
+		return []statement{loadStatement(project, window), loadStatement(project, before), metricsStatement(project, before), metricsStatement(project, window)}
+	}
+	return nil
+}
+
+func runOp(ctx context.Context, q *analysis.Queries, d *dataset, op string, w time.Duration) error {
+	window, before := d.ranges(w)
+	dr := analysis.DiagnoseRequest{Project: d.project, Window: window}
+	var err error
+	switch op {
+	case "list":
+		_, _, err = q.Requests(ctx, analysis.RequestFilter{Project: d.project, From: window.From, To: window.To, Sort: "ttft", Desc: true, Limit: 50})
+	case "series":
+		_, _, err = q.Series(ctx, dr)
+	case "diagnose":
+		_, err = q.Diagnose(ctx, dr)
+	case "compare":
+		_, err = q.Compare(ctx, d.project, before, window, "", "", nil)
+	}
+	return err
+}
+
+// opBudget bounds the repetitions of one measurement: past it the median
+// is of fewer runs (the table says how many). A page slower than slowPage
+// is run once, its SQL once, and not again over HTTP: on a shared 2-core
+// machine a 7-day diagnosis over 10M rows would otherwise take an hour.
+const (
+	opBudget = 90 * time.Second
+	slowPage = 45 * time.Second
+)
+
+// measureOp times the op through analysis.Queries and its SQL alone.
+func measureOp(ctx context.Context, q *analysis.Queries, ch *clickhouse.Store, d *dataset, t *opTiming, w time.Duration, reps int) {
+	window, before := d.ranges(w)
+	sts := statements(t.Op, d.project, window, before)
+	began := time.Now()
+	for i := 0; i < reps && (i == 0 || time.Since(began) < opBudget && median(t.API) < slowPage); i++ {
+		t0 := time.Now()
+		if err := runOp(ctx, q, d, t.Op, w); err != nil {
+			t.Err = err.Error()
+			return
+		}
+		t.API = append(t.API, time.Since(t0))
+		t0 = time.Now()
+		r, err := ch.Query(ctx, sts[0].sql, sts[0].args...)
+		if err != nil {
+			t.Err = err.Error()
+			return
+		}
+		t.SQL = append(t.SQL, time.Since(t0))
+		t.MainRows = r.Len()
+		all := time.Duration(0)
+		for j, s := range sts {
+			t0 = time.Now()
+			if _, err := ch.Query(ctx, s.sql+" FORMAT Null", s.args...); err != nil {
+				t.Err = err.Error()
+				return
+			}
+			took := time.Since(t0)
+			if j == 0 {
+				t.Engine = append(t.Engine, took)
+			}
+			all += took
+		}
+		t.AllEngine = append(t.AllEngine, all)
+	}
+}
+
+// measureHTTP starts the real app on the data dir and times the /api/v1
+// endpoints (handlers, JSON encoding and the loopback included).
+func measureHTTP(ctx context.Context, dataDir, dbURL string, d *dataset, res *sizeResult, reps int, logf func(string, ...any)) error {
+	env := map[string]string{
+		"TOKENPATH_DATA_DIR": dataDir, "TOKENPATH_DATABASE_URL": dbURL, "TOKENPATH_BOOTSTRAP_KEY": benchKey,
+		"TOKENPATH_HTTP_ADDR": "127.0.0.1:0", "TOKENPATH_OTLP_GRPC_ADDR": "127.0.0.1:0", "TOKENPATH_OTLP_HTTP_ADDR": "127.0.0.1:0",
+	}
+	cfg, err := config.Load("tokenpath-bench", nil, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		return err
+	}
+	resetPeak(os.Getpid())
+	a, err := app.Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return fmt.Errorf("start app on the bench data: %w", err)
+	}
+	defer a.Stop(context.Background())
+	client := &http.Client{Timeout: 10 * time.Minute}
+	rfc := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+	for _, t := range res.Ops {
+		if t.Err != "" || median(t.API) >= slowPage {
+			continue // slower than a page may be: not repeated over HTTP
+		}
+		var w time.Duration
+		for _, x := range windows {
+			if x.name == t.Window {
+				w = x.d
+			}
+		}
+		window, before := d.ranges(w)
+		v := url.Values{}
+		path := "/api/v1/" + t.Op
+		switch t.Op {
+		case "list":
+			path = "/api/v1/requests"
+			v.Set("from", rfc(window.From))
+			v.Set("to", rfc(window.To))
+			v.Set("limit", "50")
+			v.Set("sort", "ttft")
+		case "series", "diagnose":
+			v.Set("from", rfc(window.From))
+			v.Set("to", rfc(window.To))
+		case "compare":
+			v.Set("a_from", rfc(before.From))
+			v.Set("a_to", rfc(before.To))
+			v.Set("b_from", rfc(window.From))
+			v.Set("b_to", rfc(window.To))
+		}
+		u := "http://" + a.HTTPAddr + path + "?" + v.Encode()
+		began := time.Now()
+		for i := 0; i < reps && (i == 0 || time.Since(began) < opBudget); i++ {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+			req.Header.Set("Authorization", "Bearer "+benchKey)
+			t0 := time.Now()
+			resp, err := client.Do(req)
+			if err != nil {
+				return err
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Err = fmt.Sprintf("HTTP %d: %.200s", resp.StatusCode, body)
+				break
+			}
+			t.HTTP = append(t.HTTP, time.Since(t0))
+		}
+		logf("%d rows, HTTP %s %s: %s", res.Rows, t.Op, t.Window, median(t.HTTP).Round(time.Millisecond))
+	}
+	res.MemHTTP = readMem(os.Getpid())
+	return nil
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+func ms(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "–"
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.1f ms", d.Seconds()*1000)
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.0f ms", d.Seconds()*1000)
+	}
+	return fmt.Sprintf("%.1f s", d.Seconds())
+}
+
+func mib(b int64) string { return fmt.Sprintf("%d MiB", b>>20) }
+
+func count(f float64) string {
+	switch {
+	case f >= 1e6:
+		return fmt.Sprintf("%.2fM", f/1e6)
+	case f >= 1e4:
+		return fmt.Sprintf("%.0fk", f/1e3)
+	}
+	return fmt.Sprintf("%.0f", f)
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**missed**"
+}
+
+// printIngest writes the ingest report as markdown.
+func printIngest(w io.Writer, r *ingestReport) {
+	o := r.Options
+	mode := "server as a separate process"
+	if o.InProcess {
+		mode = "server in the bench process (profiling mode: RSS and CPU include the client)"
+	}
+	fmt.Fprintf(w, "\n### Ingest: OTLP traces, %d spans/export, %d spans/request, ~42 attributes/span, %d exporters (%s)\n\n",
+		o.Batch/4*4, r.SpansPerReq, o.Concurrency, mode)
+	fmt.Fprintln(w, "| transport | sustained spans/s (acked ÷ phase + drain) | acked spans/s (phase only) | p50 export | p99 export | at spans/s | 429s (max / half load) | server CPU, cores (max / half) | other jobs on the machine, cores | server RSS peak / now | ÷ raw engine insert |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, res := range r.Results {
+		ratio := "–"
+		if e := r.Engine.InsertRate(); e > 0 {
+			ratio = fmt.Sprintf("%.2f", res.Max.Sustained/e)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d / %d | %.2f / %.2f | %.1f / %.1f | %s / %s | %s |\n",
+			res.Transport, count(res.Max.Sustained), count(res.Max.AckedRate), ms(res.Half.percentile(0.5)), ms(res.Half.percentile(0.99)),
+			count(res.Half.AckedRate), res.Max.Overloaded, res.Half.Overloaded, res.Max.ServerCores, res.Half.ServerCores,
+			res.Max.OtherCores, res.Half.OtherCores, mib(max(res.Max.Mem.Peak, res.Half.Mem.Peak)), mib(res.Half.Mem.RSS), ratio)
+	}
+	e := r.Engine
+	fmt.Fprintf(w, "\nRaw engine: `Store.Insert(SpansBatch(…))` of the same normalized spans, %d rows in batches of %d (the server's average insert was %.0f rows): **%s rows/s** (SpansBatch %s/span, Native encode + engine %s/span).\n",
+		e.Rows, e.Batch, r.AvgWriteRow, count(e.InsertRate()), perSpan(e.Build, e.Rows), perSpan(e.Insert-e.Build, e.Rows))
+	fmt.Fprintf(w, "Engine CPU: %s/span (process CPU during Insert; %.0f rows per CPU-second, so ~%s rows/s if it had both cores to itself).\n",
+		perSpan(e.InsertCPU, e.Rows), float64(e.Rows)/max(e.InsertCPU.Seconds(), 1e-9), count(2*float64(e.Rows)/max(e.InsertCPU.Seconds(), 1e-9)))
+	fmt.Fprintf(w, "Receiver Go work per span (wall on the shared machine / CPU of the thread): proto decode %s / %s, normalize %s / %s, WAL re-encode %s / %s, SpansBatch %s / %s.\n",
+		perSpan(e.Decode, e.Rows), perSpan(e.DecodeCPU, e.Rows), perSpan(e.Normalize, e.Rows), perSpan(e.NormalizeCPU, e.Rows),
+		perSpan(e.Reencode, e.Rows), perSpan(e.ReencodeCPU, e.Rows), perSpan(e.Build, e.Rows), perSpan(e.BuildCPU, e.Rows))
+	for _, res := range r.Results {
+		if c := res.Max.ServerCPUPerSpan; c > 0 {
+			fmt.Fprintf(w, "- %s: the server spent %s of CPU per acknowledged span end to end (phase + drain): ~%s spans/s on 2 dedicated cores.\n",
+				res.Transport, c, count(2/c.Seconds()))
+		}
+	}
+	for _, res := range r.Results {
+		fmt.Fprintf(w, "- %s max phase: %s, steady second half %s spans/s acked vs %s written; backlog %s rows at the end, drained in %s; client used %.2f cores. Half load: %d exports, %d failed.\n",
+			res.Transport, res.Max.Wall.Round(time.Second), count(res.Max.SteadyAcked), count(res.Max.SteadyWrite), count(res.Max.Backlog),
+			res.Max.Drain.Round(100*time.Millisecond), res.Max.ClientCores, res.Half.Exports, res.Half.Failed)
+		if res.Max.FirstError != "" || res.Half.FirstError != "" {
+			fmt.Fprintf(w, "  first error: %s %s\n", res.Max.FirstError, res.Half.FirstError)
+		}
+	}
+	loss := "no loss"
+	if r.Distinct < r.Acked {
+		loss = fmt.Sprintf("**LOSS: %d acknowledged spans missing**", r.Acked-r.Distinct)
+	}
+	fmt.Fprintf(w, "\nDurability: %d spans acknowledged, %d stored (%d distinct) after the server stopped, %d WAL segments left: %s. %d llm_requests assembled (of %d requests sent).\n",
+		r.Acked, r.Stored, r.Distinct, r.WALLeft, loss, r.Requests, r.Acked/int64(r.SpansPerReq))
+	if r.Uncertain > 0 {
+		fmt.Fprintf(w, "(%d spans were in exports that failed without an answer; they may or may not be stored.)\n", r.Uncertain)
+	}
+	best, p99 := 0.0, time.Duration(0)
+	for _, res := range r.Results {
+		best = max(best, res.Max.Sustained)
+		p99 = max(p99, res.Half.percentile(0.99))
+	}
+	fmt.Fprintf(w, "\nTargets: ≥ 100k spans/s sustained: %s (%s); p99 export < 250 ms at half load: %s (%s); RSS < 1.5 GiB: %s (%s).\n",
+		verdict(best >= 100_000), count(best), verdict(p99 > 0 && p99 < 250*time.Millisecond), ms(p99),
+		verdict(r.ServerPeak.Peak < 1536<<20), mib(r.ServerPeak.Peak))
+}
+
+// runs is the median, with the number of runs when the time budget cut
+// the repetitions short.
+func runs(ds []time.Duration, reps int) string {
+	if len(ds) > 0 && len(ds) < reps {
+		return fmt.Sprintf("%s (%d run%s)", ms(median(ds)), len(ds), map[bool]string{true: "s"}[len(ds) > 1])
+	}
+	return ms(median(ds))
+}
+
+// printQuery writes the query report as a markdown table for the README.
+func printQuery(w io.Writer, r *queryReport) {
+	measured := false
+	for _, s := range r.Sizes {
+		measured = measured || len(s.Ops) > 0
+	}
+	if !measured {
+		if len(r.Sizes) > 0 {
+			last := r.Sizes[len(r.Sizes)-1]
+			printWhatIfs(w, last.Rows, last.WhatIfs)
+		}
+		return
+	}
+	fmt.Fprintf(w, "\n### Page queries on the embedded engine (median of %d; windows end at the newest data)\n\n", r.Options.Reps)
+	fmt.Fprintln(w, "| llm_requests | page | window | analysis.Queries | HTTP /api/v1 | main SQL (Store.Query) | main SQL, engine only | all SQL, engine only | page ÷ main SQL | rows of main SQL |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, s := range r.Sizes {
+		for _, t := range s.Ops {
+			ratio := "–"
+			if m := median(t.SQL); m > 0 {
+				ratio = fmt.Sprintf("%.1f×", median(t.API).Seconds()/m.Seconds())
+			}
+			api := runs(t.API, r.Options.Reps)
+			if t.Err != "" && len(t.API) == 0 {
+				api = "error"
+			}
+			httpCol := runs(t.HTTP, r.Options.Reps)
+			switch {
+			case t.Err != "" && len(t.HTTP) == 0 && len(t.API) > 0:
+				httpCol = "error"
+			case len(t.HTTP) == 0 && median(t.API) >= slowPage:
+				httpCol = "not run (page > 45 s)"
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", count(float64(s.Rows)), t.Op, t.Window, api, httpCol,
+				ms(median(t.SQL)), ms(median(t.Engine)), ms(median(t.AllEngine)), ratio, t.MainRows)
+		}
+	}
+	fmt.Fprintln(w)
+	for _, s := range r.Sizes {
+		load := ""
+		if s.Load.Rows > 0 {
+			load = fmt.Sprintf("loaded %d rows + %d spans at %s rows/s (RequestsBatch inserts of %d); ", s.Load.Rows, s.Load.Spans,
+				count(float64(s.Load.Rows)/s.Load.Took.Seconds()), loadBatchRows)
+		}
+		fmt.Fprintf(w, "- %s rows: %s%d active llm_requests parts; process RSS %s after load, peak %s during the queries, peak %s with the app serving HTTP; other jobs used %.1f of the 2 cores meanwhile (load average %.1f).\n",
+			count(float64(s.Rows)), load, s.Parts, mib(s.MemLoaded.RSS), mib(s.MemQuery.Peak), mib(s.MemHTTP.Peak), s.OtherCores, s.LoadAvg)
+		for _, t := range s.Ops {
+			if t.Err != "" {
+				fmt.Fprintf(w, "  - %s %s failed: %.300s\n", t.Op, t.Window, strings.TrimSpace(t.Err))
+			}
+		}
+	}
+	if len(r.Sizes) == 0 {
+		return
+	}
+	last := r.Sizes[len(r.Sizes)-1]
+	printWhatIfs(w, last.Rows, last.WhatIfs)
+	var diag, list time.Duration
+	if len(last.Ops) == 0 {
+		return
+	}
+	for _, t := range last.Ops {
+		m := median(t.API)
+		if len(t.HTTP) > 0 {
+			m = max(m, median(t.HTTP))
+		}
+		if t.Err != "" {
+			m = time.Hour
+		}
+		switch t.Op {
+		case "diagnose":
+			diag = max(diag, m)
+		case "list":
+			list = max(list, m)
+		}
+	}
+	fmt.Fprintf(w, "\nTargets at %s rows (slowest window): diagnose < 1 s: %s (%s); request list page < 100 ms: %s (%s).\n",
+		count(float64(last.Rows)), verdict(diag < time.Second), ms(diag), verdict(list < 100*time.Millisecond), ms(list))
+}
