@@ -119,10 +119,13 @@ type WAL struct {
 	// exited closes when commitLoop has returned: a request it has not
 	// answered by then was never written.
 	exited chan struct{}
-	mu     sync.Mutex // guards cur, seq
+	mu     sync.Mutex // guards cur, seq, size, broken
 	cur    *os.File
 	seq    uint64
 	size   int64
+	// broken: the current segment could not be (re)opened; the next
+	// append retries, so a full disk heals without a restart.
+	broken bool
 	close  sync.Once
 }
 
@@ -233,6 +236,20 @@ func (w *WAL) commitLoop() {
 			buf = encodeRecord(buf, r.rec)
 		}
 		w.mu.Lock()
+		if w.broken {
+			// The last write failed and no new segment could be opened
+			// (disk full, read-only dir): try again now, so ingest recovers
+			// by itself when space returns.
+			if err := w.openNext(); err != nil {
+				w.mu.Unlock()
+				for _, r := range group {
+					r.seq <- 0
+					r.errc <- fmt.Errorf("write-ahead log unavailable: %w", err)
+				}
+				continue
+			}
+			w.broken = false
+		}
 		seq := w.seq
 		if w.cur == nil {
 			w.mu.Unlock()
@@ -255,6 +272,7 @@ func (w *WAL) commitLoop() {
 			_ = w.cur.Close()
 			if oerr := w.openNext(); oerr != nil {
 				err = errors.Join(err, oerr)
+				w.broken = true
 			}
 		}
 		w.mu.Unlock()
@@ -270,14 +288,18 @@ func (w *WAL) commitLoop() {
 func (w *WAL) Rotate() (uint64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.size == 0 {
+	if w.size == 0 || w.broken {
 		return w.seq - 1, nil
 	}
 	if err := w.cur.Close(); err != nil {
 		return 0, err
 	}
 	sealed := w.seq
-	return sealed, w.openNext()
+	if err := w.openNext(); err != nil {
+		w.broken = true
+		return sealed, err
+	}
+	return sealed, nil
 }
 
 // Sealed lists the sealed segments in order (the current one excluded).
