@@ -140,7 +140,7 @@ func (e *embedded) insert(ctx context.Context, b *Batch) error {
 		cols[i] = c.Name
 	}
 	list := strings.Join(cols, ", ")
-	sql, err := Bind("INSERT INTO "+b.Table+" ("+list+") SELECT "+list+" FROM file(?, 'Native')", path)
+	sql, err := Bind("INSERT INTO "+b.Table+" ("+list+") SELECT "+list+" FROM file(?, 'Native') SETTINGS optimize_on_insert = 0", path)
 	if err != nil {
 		return err
 	}
