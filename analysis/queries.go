@@ -195,7 +195,29 @@ func (q *Queries) Diagnose(ctx context.Context, d DiagnoseRequest) (diagnose.Dia
 	if err != nil {
 		return diagnose.Diagnosis{}, err
 	}
-	return diagnose.Diagnose(in), nil
+	out := diagnose.Diagnose(in)
+	// Sampled windows still report how many requests they really held.
+	if len(in.Requests) >= q.maxRows() {
+		if out.Requests, err = q.count(ctx, RequestFilter{Project: d.Project, From: in.Window.From, To: in.Window.To, Service: d.Service, Model: d.Model}); err != nil {
+			return out, err
+		}
+	}
+	if len(in.BaselineRequests) >= q.maxRows() {
+		if out.BaselineRequests, err = q.count(ctx, RequestFilter{Project: d.Project, From: in.Baseline.From, To: in.Baseline.To, Service: d.Service, Model: d.Model}); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// count is the number of requests matching f.
+func (q *Queries) count(ctx context.Context, f RequestFilter) (int, error) {
+	where, args := f.where()
+	r, err := q.CH.Query(ctx, "SELECT count() AS n FROM llm_requests FINAL WHERE "+where, args...)
+	if err != nil {
+		return 0, fmt.Errorf("count requests: %w", err)
+	}
+	return int(r.Row(0).Int("n")), nil
 }
 
 // Compare loads two windows (before = a, after = b) and compares them.
@@ -259,12 +281,21 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest) (diagnose.Input,
 
 // load reads the requests of a window, up to MaxRows (an even sample by
 // hash beyond that, so percentiles stay honest on huge windows).
+// DefaultMaxRows keeps a diagnosis of a busy day interactive on two cores:
+// p99 over a 50k-row uniform sample is within a few percent of the full
+// figure, while loading and sorting 500k rows took tens of seconds.
+const DefaultMaxRows = 50_000
+
+func (q *Queries) maxRows() int {
+	if q.MaxRows > 0 {
+		return q.MaxRows
+	}
+	return DefaultMaxRows
+}
+
 func (q *Queries) load(ctx context.Context, f RequestFilter) ([]telemetry.LLMRequest, error) {
 	where, args := f.where()
-	limit := q.MaxRows
-	if limit <= 0 {
-		limit = 500_000
-	}
+	limit := q.maxRows()
 	r, err := q.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE "+where+
 		" ORDER BY cityHash64(trace_id, span_id) LIMIT ?", append(args, limit)...)
 	if err != nil {

@@ -1,0 +1,46 @@
+package analysis_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tokenpath/tokenpath/analysis"
+	"github.com/tokenpath/tokenpath/analysis/diagnose"
+	"github.com/tokenpath/tokenpath/app/apptest"
+	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+// A window larger than MaxRows is diagnosed on a sample, but the answer
+// still reports how many requests the window and baseline really held.
+func TestDiagnoseSampleKeepsTrueCounts(t *testing.T) {
+	srv := apptest.Start(t, apptest.Options{})
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Second)
+	window := diagnose.Range{From: now.Add(-10 * time.Minute), To: now}
+	var rows []telemetry.LLMRequest
+	for i := 0; i < 900; i++ {
+		at := window.From.Add(-30 * time.Minute).Add(time.Duration(i) * 3 * time.Second) // 600 in the 30 min baseline
+		if i >= 600 {
+			at = window.From.Add(time.Duration(i-600) * 2 * time.Second) // 300 in the 10 min window
+		}
+		rows = append(rows, telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("%032x", i), SpanID: fmt.Sprintf("%016x", i),
+			Service: "chat", Model: "m", Start: at, TTFT: telemetry.Ptr(100 + float64(i%7)), E2E: telemetry.Ptr(900.0)})
+	}
+	if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(rows, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	q := &analysis.Queries{CH: srv.CH, MaxRows: 100}
+	d, err := q.Diagnose(ctx, analysis.DiagnoseRequest{Project: 1, Window: window, Service: "chat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Requests != 300 || d.BaselineRequests != 600 {
+		t.Fatalf("requests %d / baseline %d, want 300 / 600", d.Requests, d.BaselineRequests)
+	}
+	if d.Verdict != diagnose.VerdictHealthy {
+		t.Errorf("steady traffic diagnosed as %s: %s", d.Verdict, d.Summary)
+	}
+}
