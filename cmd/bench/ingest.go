@@ -497,6 +497,7 @@ func (t *ingestTarget) exporters(transport string, n int) ([]exporter, error) {
 			}
 			return nil, err
 		}
+		e.warm(context.Background())
 		out = append(out, e)
 	}
 	return out, nil

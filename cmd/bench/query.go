@@ -238,7 +238,7 @@ func requestWhere(project uint32, r diagnose.Range) (string, []any) {
 func loadStatement(project uint32, r diagnose.Range) statement {
 	where, args := requestWhere(project, r)
 	return statement{"SELECT " + clickhouse.RequestColumns + " FROM llm_requests FINAL WHERE " + where +
-		" ORDER BY cityHash64(trace_id, span_id) LIMIT ?", append(args, 500_000)}
+		" ORDER BY cityHash64(trace_id, span_id) LIMIT ?", append(args, analysis.DefaultMaxRows)}
 }
 
 func metricsStatement(project uint32, r diagnose.Range) statement {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 )
@@ -43,12 +44,12 @@ func whatIfs(ctx context.Context, ch *clickhouse.Store, d *dataset, reps int) []
 		{"diagnose load, 7 d (engine only)", "FINAL", "FINAL with do_not_merge_across_partitions_select_final = 1 (partitions are days; a trace's rows share one)",
 			statement{load.sql + " FORMAT Null", load.args},
 			statement{load.sql + " SETTINGS do_not_merge_across_partitions_select_final = 1 FORMAT Null", load.args}},
-		{"diagnose load, 7 d (engine only)", "ORDER BY cityHash64 LIMIT 500k", "sample by hash without a sort: WHERE cityHash64(trace_id, span_id) % k = 0",
+		{"diagnose load, 7 d (engine only)", fmt.Sprintf("ORDER BY cityHash64 LIMIT %d", analysis.DefaultMaxRows), "sample by hash without a sort: WHERE cityHash64(trace_id, span_id) % k = 0",
 			statement{load.sql + " FORMAT Null", load.args},
 			statement{"SELECT " + clickhouse.RequestColumns + " FROM llm_requests FINAL WHERE " + where +
-				" AND cityHash64(trace_id, span_id) % greatest(1, intDiv((SELECT count() FROM llm_requests WHERE " + where + "), 500000) + 1) = 0 FORMAT Null",
-				append(append([]any{}, args...), args...)}},
-		{"diagnose load, 7 d", "500k rows as JSONCompact, decoded in Go", "percentiles per component computed in SQL",
+				" AND cityHash64(trace_id, span_id) % greatest(1, intDiv((SELECT count() FROM llm_requests WHERE " + where + "), ?) + 1) = 0 FORMAT Null",
+				append(append(append([]any{}, args...), args...), analysis.DefaultMaxRows)}},
+		{"diagnose load, 7 d", fmt.Sprintf("up to %d rows as JSONCompact, decoded in Go", analysis.DefaultMaxRows), "percentiles per component computed in SQL",
 			load,
 			statement{"SELECT quantiles(0.5, 0.9, 0.95, 0.99)(ttft_ms) AS ttft, quantiles(0.5, 0.95, 0.99)(queue_ms) AS queue, " +
 				"quantiles(0.5, 0.95, 0.99)(prefill_ms) AS prefill, quantiles(0.5, 0.95, 0.99)(network_ms) AS network, " +
