@@ -191,7 +191,7 @@ type DiagnoseRequest struct {
 
 // Diagnose loads the window and baseline and runs the diagnosis.
 func (q *Queries) Diagnose(ctx context.Context, d DiagnoseRequest) (diagnose.Diagnosis, error) {
-	in, err := q.input(ctx, d)
+	in, err := q.input(ctx, d, true)
 	if err != nil {
 		return diagnose.Diagnosis{}, err
 	}
@@ -244,14 +244,16 @@ func (q *Queries) Compare(ctx context.Context, project uint32, a, b diagnose.Ran
 
 // Series returns the diagnosis time series for the window alone.
 func (q *Queries) Series(ctx context.Context, d DiagnoseRequest) ([]diagnose.Bucket, float64, error) {
-	in, err := q.input(ctx, d)
+	// Series reads only the window's requests; the baseline still bounds
+	// the gauges and events (replica counts carry forward from before).
+	in, err := q.input(ctx, d, false)
 	if err != nil {
 		return nil, 0, err
 	}
 	return diagnose.Series(in), diagnose.Buckets(in.Window).Seconds(), nil
 }
 
-func (q *Queries) input(ctx context.Context, d DiagnoseRequest) (diagnose.Input, error) {
+func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline bool) (diagnose.Input, error) {
 	if d.Baseline.IsZero() {
 		d.Baseline = diagnose.DefaultBaseline(d.Window)
 	}
@@ -260,8 +262,10 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest) (diagnose.Input,
 	if in.Requests, err = q.load(ctx, RequestFilter{Project: d.Project, From: d.Window.From, To: d.Window.To, Service: d.Service, Model: d.Model}); err != nil {
 		return in, err
 	}
-	if in.BaselineRequests, err = q.load(ctx, RequestFilter{Project: d.Project, From: d.Baseline.From, To: d.Baseline.To, Service: d.Service, Model: d.Model}); err != nil {
-		return in, err
+	if withBaseline {
+		if in.BaselineRequests, err = q.load(ctx, RequestFilter{Project: d.Project, From: d.Baseline.From, To: d.Baseline.To, Service: d.Service, Model: d.Model}); err != nil {
+			return in, err
+		}
 	}
 	servers := serverServices(append(append([]telemetry.LLMRequest{}, in.Requests...), in.BaselineRequests...), d.Service)
 	span := diagnose.Range{From: minTime(d.Window.From, d.Baseline.From), To: maxTime(d.Window.To, d.Baseline.To)}

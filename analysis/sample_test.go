@@ -40,6 +40,19 @@ func TestDiagnoseSampleKeepsTrueCounts(t *testing.T) {
 	if d.Requests != 300 || d.BaselineRequests != 600 {
 		t.Fatalf("requests %d / baseline %d, want 300 / 600", d.Requests, d.BaselineRequests)
 	}
+	// Series reads only the window (no baseline load): its buckets hold the
+	// window's sampled requests and nothing from before it.
+	buckets, _, err := (&analysis.Queries{CH: srv.CH}).Series(ctx, analysis.DiagnoseRequest{Project: 1, Window: window, Service: "chat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, b := range buckets {
+		n += b.Requests
+	}
+	if n != 300 {
+		t.Errorf("series counts %d requests in the window, want 300", n)
+	}
 	if d.Verdict != diagnose.VerdictHealthy {
 		t.Errorf("steady traffic diagnosed as %s: %s", d.Verdict, d.Summary)
 	}
