@@ -73,9 +73,6 @@ type scenarioRun struct {
 // truth to the millisecond. A mixed incident and healthy noise ride along
 // in their own slots of the same server.
 func TestPlantedIncidentsEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end scenarios take a minute")
-	}
 	cases := []scenarioCase{
 		{
 			name: "kv_saturation", incidents: []demo.Incident{demo.KVSaturation}, seed: 501,
