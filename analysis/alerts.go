@@ -64,22 +64,11 @@ func (e *AlertEvaluator) defaults() {
 // Run evaluates until ctx is done; one node of a cluster at a time.
 func (e *AlertEvaluator) Run(ctx context.Context) {
 	e.defaults()
-	t := time.NewTicker(e.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		_, err := e.PG.TryLock(ctx, postgres.LockAlerts, func(ctx context.Context) error {
+	runLocked(ctx, e.PG, postgres.LockAlerts, e.Interval, e.Log, "evaluating SLO alerts",
+		func(ctx context.Context) (bool, error) {
 			_, err := e.Evaluate(ctx)
-			return err
+			return false, err
 		})
-		if err != nil && ctx.Err() == nil {
-			e.Log.Error("evaluating SLO alerts failed; will retry", "err", err)
-		}
-	}
 }
 
 // Evaluate runs one pass over every project with an enabled alert rule and

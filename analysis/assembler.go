@@ -60,32 +60,11 @@ func (a *Assembler) defaults() {
 // time (advisory lock per pass).
 func (a *Assembler) Run(ctx context.Context) {
 	a.defaults()
-	t := time.NewTicker(a.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		for {
-			var n int
-			_, err := a.PG.TryLock(ctx, postgres.LockAssembler, func(ctx context.Context) error {
-				var err error
-				n, err = a.Step(ctx)
-				return err
-			})
-			if err != nil {
-				if ctx.Err() == nil {
-					a.Log.Error("assembling llm requests failed; will retry", "err", err)
-				}
-				break
-			}
-			if n < a.MaxTraces { // caught up
-				break
-			}
-		}
-	}
+	runLocked(ctx, a.PG, postgres.LockAssembler, a.Interval, a.Log, "assembling llm requests",
+		func(ctx context.Context) (bool, error) {
+			n, err := a.Step(ctx)
+			return n >= a.MaxTraces, err // a full pass means more is waiting
+		})
 }
 
 // Step runs one pass and returns how many traces it assembled.
