@@ -84,7 +84,7 @@ func (f RequestFilter) where() (string, []any) {
 func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LLMRequest, int, error) {
 	where, args := f.where()
 	if f.Slow {
-		p90, err := q.CH.Query(ctx, "SELECT quantile(0.9)(coalesce(ttft_ms, e2e_ms)) AS p FROM llm_requests FINAL WHERE "+where, args...)
+		p90, err := q.CH.Query(ctx, "SELECT quantile(0.9)(coalesce(ttft_ms, e2e_ms)) AS p FROM llm_requests FINAL WHERE "+where+finalSettings, args...)
 		if err != nil {
 			return nil, 0, fmt.Errorf("slow threshold: %w", err)
 		}
@@ -105,15 +105,15 @@ func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LL
 		f.Limit = 100
 	}
 	r, err := q.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE "+where+
-		" ORDER BY "+col+" "+dir+" NULLS LAST, start DESC LIMIT ? OFFSET ?", append(args, f.Limit, f.Offset)...)
+		" ORDER BY "+col+" "+dir+" NULLS LAST, start DESC LIMIT ? OFFSET ?"+finalSettings, append(args, f.Limit, f.Offset)...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list requests: %w", err)
 	}
-	c, err := q.CH.Query(ctx, "SELECT count() AS n FROM llm_requests FINAL WHERE "+where, args...)
+	n, err := q.countWhere(ctx, where, args)
 	if err != nil {
-		return nil, 0, fmt.Errorf("count requests: %w", err)
+		return nil, 0, err
 	}
-	return clickhouse.ScanRequests(r), int(c.Row(0).Int("n")), nil
+	return clickhouse.ScanRequests(r), n, nil
 }
 
 // ServiceInfo is one service seen sending or serving LLM requests.
@@ -131,9 +131,11 @@ func (q *Queries) Services(ctx context.Context, project uint32, since time.Time)
 	r, err := q.CH.Query(ctx, `
 		SELECT service, groupUniqArray(50)(model) AS models, groupUniqArray(100)(instance) AS instances, max(start) AS last_seen, 'client' AS role
 		FROM llm_requests FINAL WHERE project_id = ? AND start >= ? GROUP BY service
+		SETTINGS do_not_merge_across_partitions_select_final = 1
 		UNION ALL
 		SELECT server_service AS service, groupUniqArray(50)(model) AS models, groupUniqArray(100)(instance) AS instances, max(start) AS last_seen, 'server' AS role
-		FROM llm_requests FINAL WHERE project_id = ? AND start >= ? AND server_service != '' GROUP BY server_service`,
+		FROM llm_requests FINAL WHERE project_id = ? AND start >= ? AND server_service != '' GROUP BY server_service
+		SETTINGS do_not_merge_across_partitions_select_final = 1`,
 		project, since, project, since)
 	if err != nil {
 		return nil, fmt.Errorf("list services: %w", err)
@@ -195,25 +197,26 @@ func (q *Queries) Diagnose(ctx context.Context, d DiagnoseRequest) (diagnose.Dia
 	if err != nil {
 		return diagnose.Diagnosis{}, err
 	}
-	out := diagnose.Diagnose(in)
+	out := diagnose.Diagnose(in.Input)
 	// Sampled windows still report how many requests they really held.
-	if len(in.Requests) >= q.maxRows() {
-		if out.Requests, err = q.count(ctx, RequestFilter{Project: d.Project, From: in.Window.From, To: in.Window.To, Service: d.Service, Model: d.Model}); err != nil {
-			return out, err
-		}
+	if in.windowTotal > 0 {
+		out.Requests = in.windowTotal
 	}
-	if len(in.BaselineRequests) >= q.maxRows() {
-		if out.BaselineRequests, err = q.count(ctx, RequestFilter{Project: d.Project, From: in.Baseline.From, To: in.Baseline.To, Service: d.Service, Model: d.Model}); err != nil {
-			return out, err
-		}
+	if in.baselineTotal > 0 {
+		out.BaselineRequests = in.baselineTotal
 	}
 	return out, nil
 }
 
-// count is the number of requests matching f.
-func (q *Queries) count(ctx context.Context, f RequestFilter) (int, error) {
-	where, args := f.where()
-	r, err := q.CH.Query(ctx, "SELECT count() AS n FROM llm_requests FINAL WHERE "+where, args...)
+// finalSettings go with every FINAL read of llm_requests: a request's
+// versions share its start, so they always sit in the same day partition
+// and FINAL may merge each partition on its own (in parallel, and not at
+// all for a partition with one part).
+const finalSettings = " SETTINGS do_not_merge_across_partitions_select_final = 1"
+
+// countWhere is the exact number of requests matching a where clause.
+func (q *Queries) countWhere(ctx context.Context, where string, args []any) (int, error) {
+	r, err := q.CH.Query(ctx, "SELECT count() AS n FROM llm_requests FINAL WHERE "+where+finalSettings, args...)
 	if err != nil {
 		return 0, fmt.Errorf("count requests: %w", err)
 	}
@@ -230,48 +233,68 @@ func (q *Queries) Compare(ctx context.Context, project uint32, a, b diagnose.Ran
 	if err != nil {
 		return diagnose.Comparison{}, err
 	}
-	servers := serverServices(append(append([]telemetry.LLMRequest{}, before...), after...), service)
-	bm, err := q.metrics(ctx, project, servers, a)
+	servers := serverServices(append(append([]telemetry.LLMRequest{}, before.reqs...), after.reqs...), service)
+	bm, err := q.metrics(ctx, project, servers, a, diagnose.Buckets(a))
 	if err != nil {
 		return diagnose.Comparison{}, err
 	}
-	am, err := q.metrics(ctx, project, servers, b)
+	am, err := q.metrics(ctx, project, servers, b, diagnose.Buckets(b))
 	if err != nil {
 		return diagnose.Comparison{}, err
 	}
-	return diagnose.Compare(before, after, diagnose.CompareOptions{BeforeMetrics: bm, AfterMetrics: am, Prices: prices}), nil
+	return diagnose.Compare(before.reqs, after.reqs, diagnose.CompareOptions{BeforeMetrics: bm, AfterMetrics: am, Prices: prices}), nil
 }
 
 // Series returns the diagnosis time series for the window alone.
 func (q *Queries) Series(ctx context.Context, d DiagnoseRequest) ([]diagnose.Bucket, float64, error) {
-	// Series reads only the window's requests; the baseline still bounds
-	// the gauges and events (replica counts carry forward from before).
+	// Series reads only the window's requests and gauges; the baseline
+	// still bounds the events (replica counts carry forward from before).
 	in, err := q.input(ctx, d, false)
 	if err != nil {
 		return nil, 0, err
 	}
-	return diagnose.Series(in), diagnose.Buckets(in.Window).Seconds(), nil
+	return diagnose.Series(in.Input), diagnose.Buckets(in.Window).Seconds(), nil
 }
 
-func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline bool) (diagnose.Input, error) {
+// loadedInput is a diagnosis input with the true request counts of
+// windows that were sampled (0 when every request was loaded).
+type loadedInput struct {
+	diagnose.Input
+	windowTotal, baselineTotal int
+}
+
+func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline bool) (loadedInput, error) {
 	if d.Baseline.IsZero() {
 		d.Baseline = diagnose.DefaultBaseline(d.Window)
 	}
-	in := diagnose.Input{Window: d.Window, Baseline: d.Baseline, SLO: d.SLO, Prices: d.Prices}
-	var err error
-	if in.Requests, err = q.load(ctx, RequestFilter{Project: d.Project, From: d.Window.From, To: d.Window.To, Service: d.Service, Model: d.Model}); err != nil {
+	in := loadedInput{Input: diagnose.Input{Window: d.Window, Baseline: d.Baseline, SLO: d.SLO, Prices: d.Prices}}
+	win, err := q.load(ctx, RequestFilter{Project: d.Project, From: d.Window.From, To: d.Window.To, Service: d.Service, Model: d.Model})
+	if err != nil {
+		return in, err
+	}
+	in.Requests, in.windowTotal = win.reqs, win.sampledFrom
+	if withBaseline {
+		base, err := q.load(ctx, RequestFilter{Project: d.Project, From: d.Baseline.From, To: d.Baseline.To, Service: d.Service, Model: d.Model})
+		if err != nil {
+			return in, err
+		}
+		in.BaselineRequests, in.baselineTotal = base.reqs, base.sampledFrom
+	}
+	servers := serverServices(append(append([]telemetry.LLMRequest{}, in.Requests...), in.BaselineRequests...), d.Service)
+	// Gauges come pre-aggregated to the chart's bucket width, window and
+	// baseline read apart so no bucket mixes the two.
+	width := diagnose.Buckets(d.Window)
+	if in.Metrics, err = q.metrics(ctx, d.Project, servers, d.Window, width); err != nil {
 		return in, err
 	}
 	if withBaseline {
-		if in.BaselineRequests, err = q.load(ctx, RequestFilter{Project: d.Project, From: d.Baseline.From, To: d.Baseline.To, Service: d.Service, Model: d.Model}); err != nil {
+		base, err := q.metrics(ctx, d.Project, servers, d.Baseline, width)
+		if err != nil {
 			return in, err
 		}
+		in.Metrics = append(base, in.Metrics...)
 	}
-	servers := serverServices(append(append([]telemetry.LLMRequest{}, in.Requests...), in.BaselineRequests...), d.Service)
 	span := diagnose.Range{From: minTime(d.Window.From, d.Baseline.From), To: maxTime(d.Window.To, d.Baseline.To)}
-	if in.Metrics, err = q.metrics(ctx, d.Project, servers, span); err != nil {
-		return in, err
-	}
 	if len(servers) > 0 {
 		r, err := q.CH.Query(ctx, "SELECT "+clickhouse.EventColumns+" FROM events FINAL WHERE project_id = ? AND service IN ? AND time >= ? AND time < ? ORDER BY time",
 			d.Project, servers, span.From, span.To)
@@ -283,12 +306,15 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 	return in, nil
 }
 
-// load reads the requests of a window, up to MaxRows (an even sample by
-// hash beyond that, so percentiles stay honest on huge windows).
-// DefaultMaxRows keeps a diagnosis of a busy day interactive on two cores:
-// p99 over a 50k-row uniform sample is within a few percent of the full
-// figure, while loading and sorting 500k rows took tens of seconds.
+// DefaultMaxRows bounds the requests one window loads: beyond it a diagnosis
+// reads an even sample by hash of (trace, span). p99 over a 50k-row
+// uniform sample is within a few percent of the full figure, and it keeps
+// a busy day interactive on two cores.
 const DefaultMaxRows = 50_000
+
+// sampleBuckets is the hash modulus of the sample: a window keeps
+// (maxRows × sampleBuckets / total) of every sampleBuckets hash values.
+const sampleBuckets = 4096
 
 func (q *Queries) maxRows() int {
 	if q.MaxRows > 0 {
@@ -297,35 +323,70 @@ func (q *Queries) maxRows() int {
 	return DefaultMaxRows
 }
 
-func (q *Queries) load(ctx context.Context, f RequestFilter) ([]telemetry.LLMRequest, error) {
-	where, args := f.where()
-	limit := q.maxRows()
-	r, err := q.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE "+where+
-		" ORDER BY cityHash64(trace_id, span_id) LIMIT ?", append(args, limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("load requests: %w", err)
-	}
-	reqs := clickhouse.ScanRequests(r)
-	sort.Slice(reqs, func(i, j int) bool { return reqs[i].Start.Before(reqs[j].Start) })
-	return reqs, nil
+// loadedRequests are a window's requests, time-ordered.
+type loadedRequests struct {
+	reqs []telemetry.LLMRequest
+	// sampledFrom is the exact number of requests in the window when reqs
+	// is a sample of them, else 0.
+	sampledFrom int
 }
 
-// metrics loads the inference gauges of the given services.
-func (q *Queries) metrics(ctx context.Context, project uint32, services []string, w diagnose.Range) ([]telemetry.MetricPoint, error) {
+// load reads the requests of a window: all of them up to MaxRows, else a
+// uniform sample chosen by hash modulo (a filter the engine applies while
+// reading, far cheaper than ordering every row by hash).
+func (q *Queries) load(ctx context.Context, f RequestFilter) (loadedRequests, error) {
+	where, args := f.where()
+	limit := q.maxRows()
+	// Without FINAL the count may include versions not merged yet: an
+	// overcount, so the sample errs on the small side. Cheap either way.
+	r, err := q.CH.Query(ctx, "SELECT count() AS n FROM llm_requests WHERE "+where, args...)
+	if err != nil {
+		return loadedRequests{}, fmt.Errorf("count requests: %w", err)
+	}
+	rough := int(r.Row(0).Int("n"))
+	var out loadedRequests
+	if rough > limit {
+		if out.sampledFrom, err = q.countWhere(ctx, where, args); err != nil {
+			return out, err
+		}
+		keep := max(1, (limit*sampleBuckets+out.sampledFrom-1)/out.sampledFrom)
+		where += " AND cityHash64(trace_id, span_id) % ? < ?"
+		args = append(args, sampleBuckets, keep)
+	}
+	// The LIMIT only guards memory; the sample already holds ~limit rows.
+	r, err = q.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE "+where+" LIMIT ?"+finalSettings,
+		append(args, 2*limit)...)
+	if err != nil {
+		return out, fmt.Errorf("load requests: %w", err)
+	}
+	out.reqs = clickhouse.ScanRequests(r)
+	sort.Slice(out.reqs, func(i, j int) bool { return out.reqs[i].Start.Before(out.reqs[j].Start) })
+	return out, nil
+}
+
+// metrics loads the inference gauges of the given services as one point per
+// (bucket of width, service, instance, gauge): the bucket's peak, stamped
+// with its last sample's time so it lands in the same bucket in Go. Peaks
+// are what the charts and corroboration read (a full KV cache on one
+// instance holds that instance's requests), and a 7-day window then moves
+// thousands of points instead of millions.
+func (q *Queries) metrics(ctx context.Context, project uint32, services []string, w diagnose.Range, width time.Duration) ([]telemetry.MetricPoint, error) {
 	if len(services) == 0 {
 		return nil, nil
 	}
-	r, err := q.CH.Query(ctx, `SELECT time, service, instance, name, value FROM metric_points
-		WHERE project_id = ? AND name IN ? AND service IN ? AND time >= ? AND time < ? ORDER BY time`,
-		project, []string{diagnose.MetricKVCacheUsage, diagnose.MetricRequestsWaiting, diagnose.MetricRequestsRunning}, services, w.From, w.To)
+	r, err := q.CH.Query(ctx, `SELECT max(time) AS at, service, instance, name, max(value) AS peak FROM metric_points
+		WHERE project_id = ? AND name IN ? AND service IN ? AND time >= ? AND time < ? AND isFinite(value)
+		GROUP BY toStartOfInterval(time, toIntervalSecond(?)) AS bucket, service, instance, name ORDER BY at`,
+		project, []string{diagnose.MetricKVCacheUsage, diagnose.MetricRequestsWaiting, diagnose.MetricRequestsRunning}, services, w.From, w.To,
+		max(int64(width/time.Second), 1))
 	if err != nil {
 		return nil, fmt.Errorf("load metrics: %w", err)
 	}
 	out := make([]telemetry.MetricPoint, r.Len())
 	for i := range out {
 		row := r.Row(i)
-		out[i] = telemetry.MetricPoint{ProjectID: project, Time: row.Time("time"), Service: row.String("service"),
-			Instance: row.String("instance"), Name: row.String("name"), Value: row.Float("value")}
+		out[i] = telemetry.MetricPoint{ProjectID: project, Time: row.Time("at"), Service: row.String("service"),
+			Instance: row.String("instance"), Name: row.String("name"), Value: row.Float("peak")}
 	}
 	return out, nil
 }

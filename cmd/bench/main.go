@@ -35,6 +35,8 @@ func main() {
 		err = ingestCmd(ctx, os.Args[2:])
 	case "query":
 		err = queryCmd(ctx, os.Args[2:])
+	case "sql":
+		err = sqlCmd(ctx, os.Args[2:])
 	case "-h", "--help", "help":
 		usage()
 		return
@@ -52,7 +54,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprint(os.Stderr, `Usage: bench ingest [flags] | bench query [flags]   (-h after either lists its flags)
+	fmt.Fprint(os.Stderr, `Usage: bench ingest [flags] | bench query [flags] | bench sql --keep DIR STMT…   (-h after either lists its flags)
 
 ingest  builds cmd/server, runs it with the embedded ClickHouse and a fresh
         PostgreSQL schema, drives OTLP/gRPC and OTLP/HTTP at full speed and at
@@ -60,6 +62,7 @@ ingest  builds cmd/server, runs it with the embedded ClickHouse and a fresh
         raw engine insert rate.
 query   loads synthetic llm_requests into an embedded store and times the
         requests list, series, diagnose and compare pages over 1 h, 24 h, 7 d.
+sql     times statements on a dataset kept by 'bench query --keep DIR'.
 `)
 }
 
@@ -111,9 +114,16 @@ func queryCmd(ctx context.Context, args []string) error {
 	fs.BoolVar(&o.OnlyWhatIf, "only-whatif", false, "load, then time only the proposed fixes (no page measurements)")
 	fs.BoolVar(&noHTTP, "no-http", false, "skip the /api/v1 measurements (no PostgreSQL needed)")
 	fs.StringVar(&o.DatabaseURL, "database-url", databaseURL(), "PostgreSQL for the app serving /api/v1 (a fresh schema is made)")
+	var windows, ops string
+	fs.StringVar(&windows, "windows", "", "comma-separated windows to measure (1h,24h,7d; empty = all)")
+	fs.StringVar(&ops, "ops", "", "comma-separated pages to measure (list,series,diagnose,compare; empty = all)")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the page measurements (not the load)")
+	fs.StringVar(&o.Keep, "keep", "", "work dir kept between runs; a dataset loaded there is reused (needs --no-http)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	o.Windows = splitList(windows)
+	o.Ops = splitList(ops)
 	if quick {
 		rows = "100000"
 		if !flagSet(fs, "gauge-interval") {
@@ -134,6 +144,17 @@ func queryCmd(ctx context.Context, args []string) error {
 		printQuery(os.Stdout, rep)
 	}
 	return err
+}
+
+// splitList splits a comma-separated flag value; empty gives nil.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func flagSet(fs *flag.FlagSet, name string) bool {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -35,6 +37,14 @@ type queryOptions struct {
 	WhatIf bool
 	// Windows limits the windows measured (names of windows); empty = all.
 	Windows []string
+	// Ops limits the pages measured; empty = all.
+	Ops []string
+	// CPUProfile, when set, profiles the page measurements.
+	CPUProfile string
+	// Keep, when set, is a work dir kept between runs: a dataset already
+	// loaded there (same sizes) is reused, so iterating on a query does not
+	// pay the load each time. Needs HTTP off.
+	Keep string
 	// OnlyWhatIf skips the page measurements (and HTTP): load, then time
 	// the proposed fixes.
 	OnlyWhatIf bool
@@ -110,6 +120,16 @@ func runQuery(ctx context.Context, opts queryOptions) (*queryReport, error) {
 	}
 	defer os.RemoveAll(work)
 	dataDir := filepath.Join(work, "data")
+	var kept *keptDataset
+	if opts.Keep != "" {
+		if opts.HTTP {
+			return nil, errors.New("--keep needs --no-http")
+		}
+		dataDir = filepath.Join(opts.Keep, "data")
+		if kept, err = readKept(opts.Keep); err != nil {
+			return nil, err
+		}
+	}
 
 	// PostgreSQL first: the project id and an assembler watermark in the
 	// future, so the app started later leaves the synthetic rows alone.
@@ -144,6 +164,15 @@ func runQuery(ctx context.Context, opts queryOptions) (*queryReport, error) {
 	rep := &queryReport{Options: opts}
 	d := newDataset(uint32(project), time.Now())
 	d.scrapeInterval = opts.GaugeInterval
+	if kept != nil && kept.Interval == opts.GaugeInterval {
+		d = newDataset(uint32(project), kept.End)
+		d.scrapeInterval, d.rows = kept.Interval, kept.Rows
+		logf("reusing the dataset in %s: %d rows ending %s", opts.Keep, kept.Rows, kept.End.Format(time.RFC3339))
+	} else if opts.Keep != "" {
+		if err := os.RemoveAll(dataDir); err != nil {
+			return nil, err
+		}
+	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	chCfg := clickhouse.Config{DataDir: filepath.Join(dataDir, "clickhouse"), RetentionDays: 30, MaxExecutionTime: 10 * time.Minute}
 	for i, rows := range opts.Rows {
@@ -155,7 +184,7 @@ func runQuery(ctx context.Context, opts queryOptions) (*queryReport, error) {
 		}
 		err = func() error {
 			defer ch.Close()
-			if i == 0 {
+			if i == 0 && d.rows == 0 {
 				if err := ch.Migrate(ctx); err != nil {
 					return err
 				}
@@ -173,6 +202,11 @@ func runQuery(ctx context.Context, opts queryOptions) (*queryReport, error) {
 					return fmt.Errorf("load requests: %w", err)
 				}
 				res.Load = st
+				if opts.Keep != "" {
+					if err := writeKept(opts.Keep, keptDataset{End: d.end, Rows: d.rows, Interval: d.scrapeInterval}); err != nil {
+						return err
+					}
+				}
 				logf("loaded %d rows + %d spans in %s (%.0f rows/s; generating them took %s)", st.Rows, st.Spans,
 					st.Took.Round(time.Millisecond), float64(st.Rows)/st.Took.Seconds(), st.Generate.Round(time.Millisecond))
 			}
@@ -187,11 +221,21 @@ func runQuery(ctx context.Context, opts queryOptions) (*queryReport, error) {
 				res.LoadAvg = loadAverage()
 			}()
 			q := &analysis.Queries{CH: ch}
+			if opts.CPUProfile != "" {
+				stop, err := startProfile(opts.CPUProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			for _, w := range windows {
 				if opts.OnlyWhatIf || len(opts.Windows) > 0 && !slices.Contains(opts.Windows, w.name) {
 					continue
 				}
 				for _, op := range []string{"list", "series", "diagnose", "compare"} {
+					if len(opts.Ops) > 0 && !slices.Contains(opts.Ops, op) {
+						continue
+					}
 					t := &opTiming{Op: op, Window: w.name}
 					res.Ops = append(res.Ops, t)
 					measureOp(ctx, q, ch, d, t, w.d, opts.Reps)
@@ -218,6 +262,36 @@ func runQuery(ctx context.Context, opts queryOptions) (*queryReport, error) {
 	return rep, nil
 }
 
+// keptDataset describes the dataset left in a --keep dir.
+type keptDataset struct {
+	End      time.Time
+	Rows     int
+	Interval time.Duration
+}
+
+func readKept(dir string) (*keptDataset, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "dataset.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var k keptDataset
+	if err := json.Unmarshal(b, &k); err != nil {
+		return nil, fmt.Errorf("%s/dataset.json: %w", dir, err)
+	}
+	return &k, nil
+}
+
+func writeKept(dir string, k keptDataset) error {
+	b, err := json.Marshal(k)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "dataset.json"), b, 0o644)
+}
+
 // ranges returns the window ending at the data's end and the one before it.
 func (d *dataset) ranges(w time.Duration) (window, before diagnose.Range) {
 	return diagnose.Range{From: d.end.Add(-w), To: d.end}, diagnose.Range{From: d.end.Add(-2 * w), To: d.end.Add(-w)}
@@ -237,15 +311,21 @@ func requestWhere(project uint32, r diagnose.Range) (string, []any) {
 
 func loadStatement(project uint32, r diagnose.Range) statement {
 	where, args := requestWhere(project, r)
+	// One statement standing for analysis.Queries.load's count + sample.
 	return statement{"SELECT " + clickhouse.RequestColumns + " FROM llm_requests FINAL WHERE " + where +
-		" ORDER BY cityHash64(trace_id, span_id) LIMIT ?", append(args, analysis.DefaultMaxRows)}
+		" AND cityHash64(trace_id, span_id) % 4096 < greatest(1, intDiv(? * 4096, greatest(1, (SELECT count() FROM llm_requests FINAL WHERE " + where + ")))) LIMIT ?" + finalSettings,
+		append(append(append(append([]any{}, args...), analysis.DefaultMaxRows), args...), 2*analysis.DefaultMaxRows)}
 }
 
-func metricsStatement(project uint32, r diagnose.Range) statement {
-	return statement{`SELECT time, service, instance, name, value FROM metric_points
-		WHERE project_id = ? AND name IN ? AND service IN ? AND time >= ? AND time < ? ORDER BY time`,
+// finalSettings mirrors analysis's FINAL reads.
+const finalSettings = " SETTINGS do_not_merge_across_partitions_select_final = 1"
+
+func metricsStatement(project uint32, r diagnose.Range, width time.Duration) statement {
+	return statement{`SELECT max(time) AS at, service, instance, name, max(value) AS peak FROM metric_points
+		WHERE project_id = ? AND name IN ? AND service IN ? AND time >= ? AND time < ? AND isFinite(value)
+		GROUP BY toStartOfInterval(time, toIntervalSecond(?)) AS bucket, service, instance, name ORDER BY at`,
 		[]any{project, []string{diagnose.MetricKVCacheUsage, diagnose.MetricRequestsWaiting, diagnose.MetricRequestsRunning},
-			serverNames(), r.From, r.To}}
+			serverNames(), r.From, r.To, int64(width / time.Second)}}
 }
 
 func serverNames() []string {
@@ -266,15 +346,21 @@ func statements(op string, project uint32, window, before diagnose.Range) []stat
 		where, args := requestWhere(project, window)
 		return []statement{
 			{"SELECT " + clickhouse.RequestColumns + " FROM llm_requests FINAL WHERE " + where +
-				" ORDER BY ttft_ms DESC NULLS LAST, start DESC LIMIT ? OFFSET ?", append(append([]any{}, args...), 50, 0)},
-			{"SELECT count() AS n FROM llm_requests FINAL WHERE " + where, args},
+				" ORDER BY ttft_ms DESC NULLS LAST, start DESC LIMIT ? OFFSET ?" + finalSettings, append(append([]any{}, args...), 50, 0)},
+			{"SELECT count() AS n FROM llm_requests FINAL WHERE " + where + finalSettings, args},
 		}
 	case "series", "diagnose":
-		return []statement{loadStatement(project, window), loadStatement(project, baseline), metricsStatement(project, span),
-			{"SELECT " + clickhouse.EventColumns + " FROM events FINAL WHERE project_id = ? AND service IN ? AND time >= ? AND time < ? ORDER BY time",
-				[]any{project, serverNames(), span.From, span.To}}}
+		width := diagnose.Buckets(window)
+		events := statement{"SELECT " + clickhouse.EventColumns + " FROM events FINAL WHERE project_id = ? AND service IN ? AND time >= ? AND time < ? ORDER BY time",
+			[]any{project, serverNames(), span.From, span.To}}
+		if op == "series" {
+			return []statement{loadStatement(project, window), metricsStatement(project, window, width), events}
+		}
+		return []statement{loadStatement(project, window), loadStatement(project, baseline), metricsStatement(project, window, width),
+			metricsStatement(project, baseline, width), events}
 	case "compare":
-		return []statement{loadStatement(project, window), loadStatement(project, before), metricsStatement(project, before), metricsStatement(project, window)}
+		return []statement{loadStatement(project, window), loadStatement(project, before), metricsStatement(project, before, diagnose.Buckets(before)),
+			metricsStatement(project, window, diagnose.Buckets(window))}
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/tokenpath/tokenpath/analysis"
-	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 )
 
@@ -25,42 +24,25 @@ type whatIf struct {
 func whatIfs(ctx context.Context, ch *clickhouse.Store, d *dataset, reps int) []*whatIf {
 	window, _ := d.ranges(7 * 24 * time.Hour)
 	where, args := requestWhere(d.project, window)
-	bucket := int(diagnose.Buckets(window).Seconds())
-	span := diagnose.Range{From: diagnose.DefaultBaseline(window).From, To: window.To}
-	mst := metricsStatement(d.project, span)
 	load := loadStatement(d.project, window)
 	cases := []struct {
 		name, current, proposed string
 		before, after           statement
 	}{
 		{"list page, 7 d: FINAL → no FINAL on the count", "count() FINAL", "count() (rows replaced later are rare; exact count not needed for paging)",
-			statement{"SELECT count() AS n FROM llm_requests FINAL WHERE " + where, args},
+			statement{"SELECT count() AS n FROM llm_requests FINAL WHERE " + where + finalSettings, args},
 			statement{"SELECT count() AS n FROM llm_requests WHERE " + where, args}},
 		{"list page, 7 d: top 50 by TTFT", "FINAL over the window", "top 200 keys without FINAL, then FINAL on those traces only",
-			statement{"SELECT " + clickhouse.RequestColumns + " FROM llm_requests FINAL WHERE " + where + " ORDER BY ttft_ms DESC NULLS LAST, start DESC LIMIT 50", args},
+			statement{"SELECT " + clickhouse.RequestColumns + " FROM llm_requests FINAL WHERE " + where + " ORDER BY ttft_ms DESC NULLS LAST, start DESC LIMIT 50" + finalSettings, args},
 			statement{"SELECT " + clickhouse.RequestColumns + " FROM llm_requests FINAL WHERE " + where +
-				" AND trace_id IN (SELECT trace_id FROM llm_requests WHERE " + where + " ORDER BY ttft_ms DESC NULLS LAST LIMIT 200) ORDER BY ttft_ms DESC NULLS LAST, start DESC LIMIT 50",
+				" AND trace_id IN (SELECT trace_id FROM llm_requests WHERE " + where + " ORDER BY ttft_ms DESC NULLS LAST LIMIT 200) ORDER BY ttft_ms DESC NULLS LAST, start DESC LIMIT 50" + finalSettings,
 				append(append([]any{}, args...), args...)}},
-		{"diagnose load, 7 d (engine only)", "FINAL", "FINAL with do_not_merge_across_partitions_select_final = 1 (partitions are days; a trace's rows share one)",
-			statement{load.sql + " FORMAT Null", load.args},
-			statement{load.sql + " SETTINGS do_not_merge_across_partitions_select_final = 1 FORMAT Null", load.args}},
-		{"diagnose load, 7 d (engine only)", fmt.Sprintf("ORDER BY cityHash64 LIMIT %d", analysis.DefaultMaxRows), "sample by hash without a sort: WHERE cityHash64(trace_id, span_id) % k = 0",
-			statement{load.sql + " FORMAT Null", load.args},
-			statement{"SELECT " + clickhouse.RequestColumns + " FROM llm_requests FINAL WHERE " + where +
-				" AND cityHash64(trace_id, span_id) % greatest(1, intDiv((SELECT count() FROM llm_requests WHERE " + where + "), ?) + 1) = 0 FORMAT Null",
-				append(append(append([]any{}, args...), args...), analysis.DefaultMaxRows)}},
-		{"diagnose load, 7 d", fmt.Sprintf("up to %d rows as JSONCompact, decoded in Go", analysis.DefaultMaxRows), "percentiles per component computed in SQL",
+		{"diagnose load, 7 d", fmt.Sprintf("a ~%d-row hash sample, decoded in Go", analysis.DefaultMaxRows), "percentiles per component computed in SQL",
 			load,
 			statement{"SELECT quantiles(0.5, 0.9, 0.95, 0.99)(ttft_ms) AS ttft, quantiles(0.5, 0.95, 0.99)(queue_ms) AS queue, " +
 				"quantiles(0.5, 0.95, 0.99)(prefill_ms) AS prefill, quantiles(0.5, 0.95, 0.99)(network_ms) AS network, " +
 				"quantiles(0.5, 0.95, 0.99)(decode_ms) AS decode, quantiles(0.5, 0.95, 0.99)(pre_inference_ms) AS pre, count() AS n " +
-				"FROM llm_requests FINAL WHERE " + where, args}},
-		{fmt.Sprintf("gauges for diagnose/series, 7 d + 21 d baseline (bucket %d s)", bucket), "every raw point, decoded in Go",
-			"avg and max per bucket, service, instance and name in SQL",
-			mst,
-			statement{fmt.Sprintf(`SELECT toStartOfInterval(time, INTERVAL %d SECOND) AS t, service, instance, name, avg(value) AS avg, max(value) AS max
-				FROM metric_points WHERE project_id = ? AND name IN ? AND service IN ? AND time >= ? AND time < ?
-				GROUP BY t, service, instance, name ORDER BY t`, bucket), mst.args}},
+				"FROM llm_requests FINAL WHERE " + where + finalSettings, args}},
 	}
 	var out []*whatIf
 	for _, c := range cases {
