@@ -126,16 +126,16 @@ type ServiceInfo struct {
 	Role string `json:"role"`
 }
 
-// Services lists services with LLM traffic in the last since duration.
+// Services lists services with LLM traffic in the last since duration. It
+// reads without FINAL: names, models and instances are the same in every
+// version of a request, and pages call it on each view over a long lookback.
 func (q *Queries) Services(ctx context.Context, project uint32, since time.Time) ([]ServiceInfo, error) {
 	r, err := q.CH.Query(ctx, `
 		SELECT service, groupUniqArray(50)(model) AS models, groupUniqArray(100)(instance) AS instances, max(start) AS last_seen, 'client' AS role
-		FROM llm_requests FINAL WHERE project_id = ? AND start >= ? GROUP BY service
-		SETTINGS do_not_merge_across_partitions_select_final = 1
+		FROM llm_requests WHERE project_id = ? AND start >= ? AND is_deleted = 0 GROUP BY service
 		UNION ALL
 		SELECT server_service AS service, groupUniqArray(50)(model) AS models, groupUniqArray(100)(instance) AS instances, max(start) AS last_seen, 'server' AS role
-		FROM llm_requests FINAL WHERE project_id = ? AND start >= ? AND server_service != '' GROUP BY server_service
-		SETTINGS do_not_merge_across_partitions_select_final = 1`,
+		FROM llm_requests WHERE project_id = ? AND start >= ? AND is_deleted = 0 AND server_service != '' GROUP BY server_service`,
 		project, since, project, since)
 	if err != nil {
 		return nil, fmt.Errorf("list services: %w", err)
