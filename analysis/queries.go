@@ -37,6 +37,9 @@ type RequestFilter struct {
 	Desc      bool
 	Limit     int
 	Offset    int
+	// NoTotal skips counting every match (the count is returned as -1):
+	// a "slowest requests" panel does not page.
+	NoTotal bool
 }
 
 // SortColumns are the columns requests can be sorted by.
@@ -109,9 +112,11 @@ func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LL
 	if err != nil {
 		return nil, 0, fmt.Errorf("list requests: %w", err)
 	}
-	n, err := q.countWhere(ctx, where, args)
-	if err != nil {
-		return nil, 0, err
+	n := -1
+	if !f.NoTotal {
+		if n, err = q.countWhere(ctx, where, args); err != nil {
+			return nil, 0, err
+		}
 	}
 	return clickhouse.ScanRequests(r), n, nil
 }
@@ -417,7 +422,7 @@ func (q *Queries) Trace(ctx context.Context, project uint32, traceID string) ([]
 	if err != nil {
 		return nil, nil, fmt.Errorf("load trace: %w", err)
 	}
-	reqs, _, err := q.Requests(ctx, RequestFilter{Project: project, TraceID: traceID, Sort: "start", Limit: 1000})
+	reqs, _, err := q.Requests(ctx, RequestFilter{Project: project, TraceID: traceID, Sort: "start", Limit: 1000, NoTotal: true})
 	if err != nil {
 		return nil, nil, err
 	}

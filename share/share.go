@@ -297,7 +297,7 @@ func (s *Service) Diagnose(ctx context.Context, project uint32, p DiagnoseParams
 	out := &DiagnoseData{Params: p, Diagnosis: d, Slowest: []telemetry.LLMRequest{}}
 	if d.Requests > 0 {
 		slow, _, err := s.Source.Requests(ctx, analysis.RequestFilter{Project: project, From: p.Window.From, To: p.Window.To,
-			Service: p.Service, Model: p.Model, Sort: "ttft", Desc: true, Limit: SlowestShown})
+			Service: p.Service, Model: p.Model, Sort: "ttft", Desc: true, Limit: SlowestShown, NoTotal: true})
 		if err != nil {
 			return nil, err
 		}
