@@ -7,10 +7,11 @@
 // the model produces, so planted incidents (KV saturation, cold start, long
 // prompts …) show up in the telemetry the way they do in production.
 //
-// The traffic is sent through the public wire: OTLP/HTTP protobuf traces
-// and metrics, and the events API. Simulate returns the same data plus the
-// model's ground truth per request, so tests can assert the decomposition
-// to the millisecond without sending anything.
+// The traffic is sent through the public wire: traces and metrics through
+// the OTel Go SDK's OTLP/HTTP exporters (otlptracehttp, otlpmetrichttp),
+// scale events through the events API. Simulate returns the same data plus
+// the model's ground truth per request, so tests can assert the
+// decomposition to the millisecond without sending anything.
 package demo
 
 import (
@@ -22,8 +23,9 @@ import (
 
 // Config says where to send the traffic and how much of it to make.
 type Config struct {
-	// OTLPEndpoint is the OTLP/HTTP base URL; /v1/traces and /v1/metrics
-	// are appended. Default http://127.0.0.1:4318.
+	// OTLPEndpoint is the OTLP/HTTP base URL, as in
+	// OTEL_EXPORTER_OTLP_ENDPOINT; /v1/traces and /v1/metrics are
+	// appended. Default http://127.0.0.1:4318.
 	OTLPEndpoint string
 	// APIBase is the REST API base URL (events). Default
 	// http://127.0.0.1:8080.

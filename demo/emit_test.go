@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -22,26 +23,30 @@ import (
 )
 
 // collector is a fake Tokenpath edge: OTLP/HTTP protobuf and the events
-// API, recording what it decoded. fail makes the next n trace exports
-// answer with a status (and Retry-After) before it accepts them.
+// API, recording what it decoded. failLeft makes the next n trace exports
+// answer failStatus (and Retry-After) before it accepts them; rejectNext
+// and rejectNextPoints answer the next export with a partial success.
 type collector struct {
 	t   *testing.T
 	key string
 
-	mu         sync.Mutex
-	spans      []*tracepb.Span
-	resources  map[string]map[string]string // span id → resource attributes
-	metrics    []*colmetricspb.ExportMetricsServiceRequest
-	events     []EventJSON
-	requests   int
-	badAuth    int
-	failStatus int
-	failLeft   int
-	rejectNext int64
+	mu               sync.Mutex
+	spans            []*tracepb.Span
+	resources        map[string]map[string]string // span id → resource attributes
+	scopes           map[string]string            // span id → instrumentation scope name
+	metrics          []*colmetricspb.ExportMetricsServiceRequest
+	events           []EventJSON
+	userAgents       map[string]bool // of OTLP requests
+	requests         int
+	badAuth          int
+	failStatus       int
+	failLeft         int
+	rejectNext       int64
+	rejectNextPoints int64
 }
 
 func newCollector(t *testing.T, key string) (*collector, *httptest.Server) {
-	c := &collector{t: t, key: key, resources: map[string]map[string]string{}}
+	c := &collector{t: t, key: key, resources: map[string]map[string]string{}, scopes: map[string]string{}, userAgents: map[string]bool{}}
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
 	return c, srv
@@ -51,6 +56,9 @@ func (c *collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.requests++
+	if strings.HasPrefix(r.URL.Path, "/v1/") {
+		c.userAgents[r.UserAgent()] = true
+	}
 	if r.Header.Get("Authorization") != "Bearer "+c.key {
 		c.badAuth++
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
@@ -93,6 +101,7 @@ func (c *collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				for _, sp := range ss.Spans {
 					c.spans = append(c.spans, sp)
 					c.resources[string(sp.SpanId)] = res
+					c.scopes[string(sp.SpanId)] = ss.GetScope().GetName()
 				}
 			}
 		}
@@ -111,7 +120,14 @@ func (c *collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		c.metrics = append(c.metrics, &req)
+		ack := &colmetricspb.ExportMetricsServiceResponse{}
+		if c.rejectNextPoints > 0 {
+			ack.PartialSuccess = &colmetricspb.ExportMetricsPartialSuccess{RejectedDataPoints: c.rejectNextPoints, ErrorMessage: "bad gauge"}
+			c.rejectNextPoints = 0
+		}
+		out, _ := proto.Marshal(ack)
 		w.Header().Set("Content-Type", "application/x-protobuf")
+		_, _ = w.Write(out)
 	case "/api/v1/events":
 		var evs []EventJSON
 		if err := json.Unmarshal(data, &evs); err != nil {
@@ -171,6 +187,17 @@ func TestSendThroughOTLP(t *testing.T) {
 	if c.badAuth > 0 {
 		t.Errorf("%d requests without the Bearer key", c.badAuth)
 	}
+	// The OTel Go SDK's OTLP exporters sent them, nothing hand-made.
+	for ua := range c.userAgents {
+		// "OTel OTLP Exporter Go/…" (traces), "OTel Go OTLP over
+		// HTTP/protobuf metrics exporter/…"
+		if !strings.HasPrefix(ua, "OTel ") || !strings.Contains(ua, "OTLP") || !strings.Contains(ua, "Go") {
+			t.Errorf("OTLP request with User-Agent %q, want the OTel Go SDK exporter's", ua)
+		}
+	}
+	if len(c.userAgents) == 0 {
+		t.Error("no OTLP request seen")
+	}
 	if len(c.spans) != len(sc.Spans) {
 		t.Fatalf("collector got %d spans, scenario has %d (retries must neither lose nor duplicate)", len(c.spans), len(sc.Spans))
 	}
@@ -197,6 +224,16 @@ func TestSendThroughOTLP(t *testing.T) {
 		}
 		if server.Kind != tracepb.Span_SPAN_KIND_SERVER || server.Name != "llm_request" || client.Kind != tracepb.Span_SPAN_KIND_CLIENT {
 			t.Errorf("kinds/names: server %v %q, client %v", server.Kind, server.Name, client.Kind)
+		}
+		// Sampled; the server span's parent (the client span) is remote,
+		// the client span's parent (the handler) is local.
+		remote := uint32(tracepb.SpanFlags_SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK)
+		known := uint32(tracepb.SpanFlags_SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK)
+		if server.Flags != 1|known|remote || client.Flags != 1|known {
+			t.Errorf("flags: server %#x, client %#x", server.Flags, client.Flags)
+		}
+		if s := c.scopes[string(server.SpanId)]; s != "github.com/tokenpath/tokenpath/demo" {
+			t.Errorf("instrumentation scope %q", s)
 		}
 		if server.StartTimeUnixNano != uint64(r.Start.Add(r.NetworkUp+r.Hold).UnixNano()) ||
 			client.StartTimeUnixNano != uint64(r.Start.UnixNano()) ||
@@ -264,6 +301,22 @@ func TestSendThroughOTLP(t *testing.T) {
 		t.Fatalf("checked %d calls, want a plain one and a cold start", checked)
 	}
 
+	// A rate-limited managed API call keeps its error status.
+	failed := 0
+	for _, r := range sc.Requests {
+		if !r.Error {
+			continue
+		}
+		failed++
+		sp := got[string(r.ClientSpanID[:])]
+		if sp == nil || sp.GetStatus().GetCode() != tracepb.Status_STATUS_CODE_ERROR || !strings.Contains(sp.GetStatus().GetMessage(), "429") {
+			t.Errorf("failed call %s: span %v", r.TraceID, sp)
+		}
+	}
+	if failed == 0 {
+		t.Error("the scenario has no failed call to check (change the seed)")
+	}
+
 	// Metrics: the vLLM gauge names per instance, at scrape times.
 	names := map[string]int{}
 	for _, req := range c.metrics {
@@ -320,8 +373,23 @@ func TestSendReportsRejectsAndPermanentErrors(t *testing.T) {
 	sc := Simulate(cfg, base, base.Add(30*time.Second), nil)
 	c.rejectNext = 3
 	err := sc.Send(context.Background(), cfg)
-	if err == nil || !strings.Contains(err.Error(), "rejected 3") || !strings.Contains(err.Error(), "span too old") {
+	if err == nil || !strings.Contains(err.Error(), "3 spans rejected") || !strings.Contains(err.Error(), "span too old") {
 		t.Errorf("partial success: err = %v", err)
+	}
+	// Points the server refused do not keep the spans from being sent.
+	c.rejectNextPoints = 2
+	c.mu.Lock()
+	spansBefore := len(c.spans)
+	c.mu.Unlock()
+	err = sc.Send(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "2 metric data points rejected") || !strings.Contains(err.Error(), "bad gauge") {
+		t.Errorf("metrics partial success: err = %v", err)
+	}
+	c.mu.Lock()
+	sent := len(c.spans) - spansBefore
+	c.mu.Unlock()
+	if sent != len(sc.Spans) {
+		t.Errorf("after a metrics partial success %d of %d spans were sent", sent, len(sc.Spans))
 	}
 
 	// 429 is retried (Retry-After honoured), a 401 is not.
@@ -358,14 +426,37 @@ func (s *syncBuffer) String() string {
 }
 
 func TestRunBackfillsThenGoesLive(t *testing.T) {
-	c, srv := newCollector(t, "k")
+	// The server comes up after the demo started (`tokenpath demo` beside
+	// a starting server): Run waits for it rather than drop the backfill.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := &collector{t: t, key: "k", resources: map[string]map[string]string{}, scopes: map[string]string{}, userAgents: map[string]bool{}}
 	var logs syncBuffer
-	cfg := Config{OTLPEndpoint: srv.URL, APIBase: srv.URL, APIKey: "k", Seed: 1, Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	url := "http://" + addr
+	cfg := Config{OTLPEndpoint: url, APIBase: url, APIKey: "k", Seed: 1, Log: slog.New(slog.NewTextHandler(&logs, nil))}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	start := time.Now()
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, cfg, 10*time.Minute) }()
+
+	time.Sleep(700 * time.Millisecond)
+	if !strings.Contains(logs.String(), "waiting for the server") {
+		t.Errorf("Run does not say it waits for the server; logs:\n%s", logs.String())
+	}
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("reopen %s: %v", addr, err)
+	}
+	srv := httptest.NewUnstartedServer(c)
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
 
 	// Wait for the backfill, then one live tick.
 	deadline := time.After(20 * time.Second)

@@ -2,145 +2,147 @@ package demo
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"time"
 
-	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
-	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
-	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
-// scopeName identifies the demo as the instrumentation library, so its
-// data can be told apart from a real app's.
-const (
-	scopeName    = "github.com/tokenpath/tokenpath/demo"
-	scopeVersion = "1.0.0"
-)
+// scope identifies the demo as the instrumentation library, so its data
+// can be told apart from a real app's.
+var scope = instrumentation.Scope{Name: "github.com/tokenpath/tokenpath/demo", Version: "1.0.0"}
 
-func keyValues(attrs []Attr) []*commonpb.KeyValue {
-	out := make([]*commonpb.KeyValue, 0, len(attrs))
+// The simulator states every span and point completely (ids, past
+// timestamps, parents, resource), which a live TracerProvider or
+// MeterProvider cannot be told: it picks its own ids and reads the clock.
+// So the demo hands finished data to the SDK's OTLP exporters, as the
+// SDK's own span processor and metric reader do.
+
+func keyValue(a Attr) attribute.KeyValue {
+	switch v := a.Value.(type) {
+	case string:
+		return attribute.String(a.Key, v)
+	case int64:
+		return attribute.Int64(a.Key, v)
+	case int:
+		return attribute.Int(a.Key, v)
+	case float64:
+		return attribute.Float64(a.Key, v)
+	case bool:
+		return attribute.Bool(a.Key, v)
+	}
+	return attribute.String(a.Key, fmt.Sprint(a.Value))
+}
+
+func keyValues(attrs []Attr) []attribute.KeyValue {
+	out := make([]attribute.KeyValue, 0, len(attrs))
 	for _, a := range attrs {
-		out = append(out, &commonpb.KeyValue{Key: a.Key, Value: anyValue(a.Value)})
+		out = append(out, keyValue(a))
 	}
 	return out
 }
 
-func anyValue(v any) *commonpb.AnyValue {
-	switch x := v.(type) {
-	case string:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: x}}
-	case int64:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: x}}
-	case int:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: int64(x)}}
-	case float64:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: x}}
-	case bool:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{BoolValue: x}}
-	}
-	return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: fmt.Sprint(v)}}
+func sdkResource(r *Resource) *resource.Resource {
+	return resource.NewSchemaless(keyValues(r.Attrs)...)
 }
 
-func unixNano(t time.Time) uint64 { return uint64(t.UnixNano()) }
-
-var spanKinds = map[SpanKind]tracepb.Span_SpanKind{
-	KindInternal: tracepb.Span_SPAN_KIND_INTERNAL,
-	KindServer:   tracepb.Span_SPAN_KIND_SERVER,
-	KindClient:   tracepb.Span_SPAN_KIND_CLIENT,
+var spanKinds = map[SpanKind]trace.SpanKind{
+	KindInternal: trace.SpanKindInternal,
+	KindServer:   trace.SpanKindServer,
+	KindClient:   trace.SpanKindClient,
 }
 
-// encodeTraces builds one export request, grouping spans by resource in
-// the order the resources first appear (as an SDK exporter batch does).
-func encodeTraces(spans []Span) *coltracepb.ExportTraceServiceRequest {
-	req := &coltracepb.ExportTraceServiceRequest{}
-	index := map[*Resource]*tracepb.ScopeSpans{}
+// readOnlySpans turns simulated spans into the finished spans an SDK span
+// processor hands its exporter, one resource per emitting process.
+func readOnlySpans(spans []Span) []sdktrace.ReadOnlySpan {
+	resources := map[*Resource]*resource.Resource{}
+	out := make([]sdktrace.ReadOnlySpan, 0, len(spans))
 	for i := range spans {
 		sp := &spans[i]
-		ss, ok := index[sp.Resource]
+		res, ok := resources[sp.Resource]
 		if !ok {
-			ss = &tracepb.ScopeSpans{Scope: &commonpb.InstrumentationScope{Name: scopeName, Version: scopeVersion}}
-			index[sp.Resource] = ss
-			req.ResourceSpans = append(req.ResourceSpans, &tracepb.ResourceSpans{
-				Resource:   &resourcepb.Resource{Attributes: keyValues(sp.Resource.Attrs)},
-				ScopeSpans: []*tracepb.ScopeSpans{ss},
-			})
+			res = sdkResource(sp.Resource)
+			resources[sp.Resource] = res
 		}
-		// Sampled; the parent is remote for a server span whose caller is
-		// another process.
-		flags := uint32(1) | uint32(tracepb.SpanFlags_SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK)
-		if !sp.ParentSpanID.IsZero() && sp.Kind == KindServer {
-			flags |= uint32(tracepb.SpanFlags_SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK)
-		}
-		out := &tracepb.Span{
-			TraceId:           sp.TraceID[:],
-			SpanId:            sp.SpanID[:],
-			Flags:             flags,
-			Name:              sp.Name,
-			Kind:              spanKinds[sp.Kind],
-			StartTimeUnixNano: unixNano(sp.Start),
-			EndTimeUnixNano:   unixNano(sp.End),
-			Attributes:        keyValues(sp.Attrs),
+		stub := tracetest.SpanStub{
+			Name: sp.Name,
+			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{
+				TraceID: trace.TraceID(sp.TraceID), SpanID: trace.SpanID(sp.SpanID), TraceFlags: trace.FlagsSampled,
+			}),
+			SpanKind:             spanKinds[sp.Kind],
+			StartTime:            sp.Start,
+			EndTime:              sp.End,
+			Attributes:           keyValues(sp.Attrs),
+			Resource:             res,
+			InstrumentationScope: scope,
 		}
 		if !sp.ParentSpanID.IsZero() {
-			out.ParentSpanId = sp.ParentSpanID[:]
+			// A server span's caller is another process: its parent came
+			// in through traceparent, so it is remote.
+			stub.Parent = trace.NewSpanContext(trace.SpanContextConfig{
+				TraceID: trace.TraceID(sp.TraceID), SpanID: trace.SpanID(sp.ParentSpanID), TraceFlags: trace.FlagsSampled,
+				Remote: sp.Kind == KindServer,
+			})
 		}
 		if sp.Error {
-			out.Status = &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR, Message: sp.StatusMessage}
+			stub.Status = sdktrace.Status{Code: codes.Error, Description: sp.StatusMessage}
 		}
-		ss.Spans = append(ss.Spans, out)
+		out = append(out, stub.Snapshot())
 	}
-	return req
+	return out
 }
 
-// encodeMetrics builds one export request of gauges, one resource per
-// (service, instance) and one metric per name within it.
-func encodeMetrics(points []telemetry.MetricPoint) *colmetricspb.ExportMetricsServiceRequest {
+// resourceMetrics groups gauge points into one ResourceMetrics per
+// (service, instance), in the order they first appear, with one metric
+// per name within it. The points keep their own (scrape) times.
+func resourceMetrics(points []telemetry.MetricPoint) []*metricdata.ResourceMetrics {
 	type resKey struct{ service, instance string }
-	req := &colmetricspb.ExportMetricsServiceRequest{}
-	scopes := map[resKey]*metricspb.ScopeMetrics{}
-	gauges := map[resKey]map[string]*metricspb.Gauge{}
+	var out []*metricdata.ResourceMetrics
+	index := map[resKey]*metricdata.ResourceMetrics{}
+	gauges := map[resKey]map[string]int{} // metric name → index in ScopeMetrics[0].Metrics
 	for _, p := range points {
 		k := resKey{p.Service, p.Instance}
-		sm, ok := scopes[k]
+		rm, ok := index[k]
 		if !ok {
-			sm = &metricspb.ScopeMetrics{Scope: &commonpb.InstrumentationScope{Name: scopeName, Version: scopeVersion}}
-			scopes[k] = sm
-			gauges[k] = map[string]*metricspb.Gauge{}
-			req.ResourceMetrics = append(req.ResourceMetrics, &metricspb.ResourceMetrics{
-				Resource:     &resourcepb.Resource{Attributes: keyValues(metricResource(p.Service, p.Instance).Attrs)},
-				ScopeMetrics: []*metricspb.ScopeMetrics{sm},
+			rm = &metricdata.ResourceMetrics{
+				Resource:     sdkResource(metricResource(p.Service, p.Instance)),
+				ScopeMetrics: []metricdata.ScopeMetrics{{Scope: scope}},
+			}
+			index[k] = rm
+			gauges[k] = map[string]int{}
+			out = append(out, rm)
+		}
+		sm := &rm.ScopeMetrics[0]
+		i, ok := gauges[k][p.Name]
+		if !ok {
+			i = len(sm.Metrics)
+			gauges[k][p.Name] = i
+			sm.Metrics = append(sm.Metrics, metricdata.Metrics{
+				Name: p.Name, Description: metricHelp[p.Name], Data: metricdata.Gauge[float64]{},
 			})
 		}
-		g, ok := gauges[k][p.Name]
-		if !ok {
-			g = &metricspb.Gauge{}
-			gauges[k][p.Name] = g
-			sm.Metrics = append(sm.Metrics, &metricspb.Metric{
-				Name: p.Name, Description: metricHelp[p.Name],
-				Data: &metricspb.Metric_Gauge{Gauge: g},
-			})
+		labels := make([]attribute.KeyValue, 0, len(p.Labels))
+		for _, l := range slices.Sorted(maps.Keys(p.Labels)) {
+			labels = append(labels, attribute.String(l, p.Labels[l]))
 		}
-		labels := make([]string, 0, len(p.Labels))
-		for l := range p.Labels {
-			labels = append(labels, l)
-		}
-		slices.Sort(labels)
-		attrs := make([]*commonpb.KeyValue, 0, len(labels))
-		for _, l := range labels {
-			attrs = append(attrs, &commonpb.KeyValue{Key: l, Value: anyValue(p.Labels[l])})
-		}
-		g.DataPoints = append(g.DataPoints, &metricspb.NumberDataPoint{
-			Attributes:   attrs,
-			TimeUnixNano: unixNano(p.Time),
-			Value:        &metricspb.NumberDataPoint_AsDouble{AsDouble: p.Value},
+		g := sm.Metrics[i].Data.(metricdata.Gauge[float64])
+		g.DataPoints = append(g.DataPoints, metricdata.DataPoint[float64]{
+			Attributes: attribute.NewSet(labels...),
+			Time:       p.Time,
+			Value:      p.Value,
 		})
+		sm.Metrics[i].Data = g
 	}
-	return req
+	return out
 }
 
 var metricHelp = map[string]string{

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -20,13 +22,22 @@ const (
 // each kind spread over it (BackfillPhases), then generates live traffic in
 // real time with the rotating incident schedule (LivePhases) until ctx is
 // done. Both run on one continuous simulation, so the queue, the replicas
-// and the autoscaler carry over from history into live traffic. A batch
+// and the autoscaler carry over from history into live traffic. It waits
+// for the server to accept connections before the first export. A batch
 // the server does not take within the retry budget is logged and dropped:
 // the demo must not stop because the server restarted. Run returns nil
 // when ctx is cancelled.
 func Run(ctx context.Context, cfg Config, backfill time.Duration) error {
 	cfg = cfg.withDefaults()
 	log := cfg.Log
+	snd, err := newSender(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer snd.close()
+	if err := waitForServer(ctx, cfg); err != nil {
+		return ignoreCancel(err)
+	}
 	now := time.Now().Truncate(time.Millisecond)
 	if cfg.Seed == 0 {
 		// Trace ids come from the seed; a restart must not resend ids the
@@ -39,7 +50,6 @@ func Run(ctx context.Context, cfg Config, backfill time.Duration) error {
 	live := LivePhases(now, now.Add(scheduleAhead), planned)
 	planned += len(live)
 	s := newSim(cfg, from, append(phases, live...))
-	snd := newSender(cfg)
 
 	ship := func(out *Scenario) error {
 		if out.empty() {
@@ -47,7 +57,7 @@ func Run(ctx context.Context, cfg Config, backfill time.Duration) error {
 		}
 		err := snd.send(ctx, out)
 		if err != nil && ctx.Err() == nil {
-			log.Warn("demo: dropped a batch the server did not take", "spans", len(out.Spans), "err", err)
+			log.Warn("demo: the server did not take all of a batch", "spans", len(out.Spans), "metric_points", len(out.Metrics), "err", err)
 			return nil
 		}
 		return err
@@ -107,6 +117,42 @@ func Run(ctx context.Context, cfg Config, backfill time.Duration) error {
 		if err := ship(s.take()); err != nil {
 			return ignoreCancel(err)
 		}
+	}
+}
+
+// waitForServer returns once the OTLP endpoint accepts connections. The
+// exporters retry what a server answers (429, 503 …), not a refused
+// connection, and `tokenpath demo` may start before the server does.
+func waitForServer(ctx context.Context, cfg Config) error {
+	u, err := url.Parse(cfg.OTLPEndpoint)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("OTLP endpoint %q is not a URL", cfg.OTLPEndpoint)
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		port := "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+		addr = net.JoinHostPort(u.Hostname(), port)
+	}
+	var dialer net.Dialer
+	delay := retryInitial
+	for logged := false; ; logged = true {
+		conn, err := dialer.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			_ = conn.Close()
+			return nil
+		}
+		if !logged {
+			cfg.Log.Info("demo: waiting for the server", "otlp_endpoint", cfg.OTLPEndpoint, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 2*time.Second) // a starting server is up in seconds
 	}
 }
 

@@ -10,11 +10,12 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
-	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 
 	"github.com/tokenpath/tokenpath/telemetry"
 )
@@ -27,93 +28,138 @@ const (
 	eventsPerRequest = 500
 )
 
-// Retry policy for transient failures (429, 502–504, connection refused
-// while the server starts): exponential backoff, Retry-After honoured.
+// Retry policy for transient failures (429, 502–504, timeouts):
+// exponential backoff, Retry-After honoured. The OTLP exporters and the
+// events requests share it.
 const (
 	retryInitial  = 250 * time.Millisecond
 	retryMaxDelay = 10 * time.Second
 	retryMaxTotal = 2 * time.Minute
+	// requestTimeout bounds one attempt.
+	requestTimeout = 30 * time.Second
 )
 
-// sender posts to the OTLP/HTTP receiver and the events API.
+// sender exports through the OTel Go SDK's OTLP/HTTP exporters and posts
+// scale events to the events API.
 type sender struct {
-	cfg    Config
-	client *http.Client
+	cfg     Config
+	spans   *otlptrace.Exporter
+	metrics *otlpmetrichttp.Exporter
+	client  *http.Client // events API
 }
 
-func newSender(cfg Config) *sender {
-	return &sender{cfg: cfg, client: &http.Client{Timeout: 30 * time.Second}}
+// newSender sets up the exporters: gzip, the Bearer key, retries on; each
+// export call is synchronous, so nothing waits in a queue that could
+// overflow or be lost at exit.
+func newSender(ctx context.Context, cfg Config) (*sender, error) {
+	headers := map[string]string{}
+	if cfg.APIKey != "" {
+		headers["Authorization"] = "Bearer " + cfg.APIKey
+	}
+	spans, err := otlptracehttp.New(ctx,
+		otlptracehttp.WithEndpointURL(cfg.OTLPEndpoint+"/v1/traces"),
+		otlptracehttp.WithHeaders(headers),
+		otlptracehttp.WithCompression(otlptracehttp.GzipCompression),
+		otlptracehttp.WithTimeout(requestTimeout),
+		otlptracehttp.WithRetry(otlptracehttp.RetryConfig{
+			Enabled: true, InitialInterval: retryInitial, MaxInterval: retryMaxDelay, MaxElapsedTime: retryMaxTotal,
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("trace exporter: %w", err)
+	}
+	metrics, err := otlpmetrichttp.New(ctx,
+		otlpmetrichttp.WithEndpointURL(cfg.OTLPEndpoint+"/v1/metrics"),
+		otlpmetrichttp.WithHeaders(headers),
+		otlpmetrichttp.WithCompression(otlpmetrichttp.GzipCompression),
+		otlpmetrichttp.WithTimeout(requestTimeout),
+		otlpmetrichttp.WithRetry(otlpmetrichttp.RetryConfig{
+			Enabled: true, InitialInterval: retryInitial, MaxInterval: retryMaxDelay, MaxElapsedTime: retryMaxTotal,
+		}),
+	)
+	if err != nil {
+		_ = spans.Shutdown(ctx)
+		return nil, fmt.Errorf("metric exporter: %w", err)
+	}
+	return &sender{cfg: cfg, spans: spans, metrics: metrics, client: &http.Client{Timeout: requestTimeout}}, nil
+}
+
+// close shuts the exporters down under its own short deadline: Run closes
+// after its context was cancelled.
+func (sn *sender) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = sn.spans.Shutdown(ctx)
+	_ = sn.metrics.Shutdown(ctx)
+	sn.client.CloseIdleConnections()
 }
 
 // Send emits the scenario through the public wire: scale events to
 // /api/v1/events first (so a cold start can be recognized the moment its
-// spans arrive), then metrics and spans as OTLP/HTTP protobuf. It returns
-// when the server acknowledged every request; spans or points the server
-// reports as rejected (partial success) make it fail.
+// spans arrive), then metrics and spans through the OTel Go SDK's
+// OTLP/HTTP exporters. It returns when the server acknowledged every
+// request; spans or points the server reports as rejected (partial
+// success) make it fail.
 func (s *Scenario) Send(ctx context.Context, cfg Config) error {
-	return newSender(cfg.withDefaults()).send(ctx, s)
+	cfg = cfg.withDefaults()
+	sn, err := newSender(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer sn.close()
+	return sn.send(ctx, s)
 }
 
 func (sn *sender) send(ctx context.Context, s *Scenario) error {
 	if err := sn.sendEvents(ctx, s.Events); err != nil {
 		return err
 	}
-	if err := sn.sendMetrics(ctx, s.Metrics); err != nil {
-		return err
-	}
-	return sn.sendSpans(ctx, s.Spans)
+	var errs exportErrors
+	sn.sendMetrics(ctx, s.Metrics, &errs)
+	sn.sendSpans(ctx, s.Spans, &errs)
+	return errs.join()
 }
 
-func (sn *sender) sendSpans(ctx context.Context, spans []Span) error {
-	var rejected int64
-	var firstReason string
-	for i := 0; i < len(spans); i += spansPerExport {
-		body, err := proto.Marshal(encodeTraces(spans[i:min(i+spansPerExport, len(spans))]))
-		if err != nil {
-			return fmt.Errorf("encode spans: %w", err)
+// exportErrors gathers what the server refused. After a partial success
+// (the rest of that request was taken) sending goes on; any other failure
+// (the retry budget spent, a permanent error) stops it.
+type exportErrors struct {
+	errs   []error
+	failed bool
+}
+
+func (e *exportErrors) add(err error) {
+	e.errs = append(e.errs, err)
+	// The SDK keeps its partial-success error type internal; what it
+	// exposes is the message, "OTLP partial success: … (N spans rejected)".
+	if !strings.Contains(err.Error(), "OTLP partial success") {
+		e.failed = true
+	}
+}
+
+func (e *exportErrors) join() error { return errors.Join(e.errs...) }
+
+func (sn *sender) sendSpans(ctx context.Context, spans []Span, errs *exportErrors) {
+	for i := 0; i < len(spans) && !errs.failed; i += spansPerExport {
+		batch := readOnlySpans(spans[i:min(i+spansPerExport, len(spans))])
+		if err := sn.spans.ExportSpans(ctx, batch); err != nil {
+			errs.add(fmt.Errorf("export spans %d–%d of %d: %w", i+1, i+len(batch), len(spans), err))
 		}
-		resp, err := sn.post(ctx, sn.cfg.OTLPEndpoint+"/v1/traces", "application/x-protobuf", body)
-		if err != nil {
-			return fmt.Errorf("export spans: %w", err)
-		}
-		var ack coltracepb.ExportTraceServiceResponse
-		if proto.Unmarshal(resp, &ack) == nil && ack.GetPartialSuccess().GetRejectedSpans() > 0 {
-			rejected += ack.GetPartialSuccess().GetRejectedSpans()
-			if firstReason == "" {
-				firstReason = ack.GetPartialSuccess().GetErrorMessage()
+	}
+}
+
+func (sn *sender) sendMetrics(ctx context.Context, points []telemetry.MetricPoint, errs *exportErrors) {
+	for i := 0; i < len(points) && !errs.failed; i += pointsPerExport {
+		// The OTLP metric exporter sends one resource per request.
+		for _, rm := range resourceMetrics(points[i:min(i+pointsPerExport, len(points))]) {
+			if err := sn.metrics.Export(ctx, rm); err != nil {
+				errs.add(fmt.Errorf("export metrics: %w", err))
+				if errs.failed {
+					return
+				}
 			}
 		}
 	}
-	if rejected > 0 {
-		return fmt.Errorf("export spans: server rejected %d of %d spans: %s", rejected, len(spans), firstReason)
-	}
-	return nil
-}
-
-func (sn *sender) sendMetrics(ctx context.Context, points []telemetry.MetricPoint) error {
-	var rejected int64
-	var firstReason string
-	for i := 0; i < len(points); i += pointsPerExport {
-		body, err := proto.Marshal(encodeMetrics(points[i:min(i+pointsPerExport, len(points))]))
-		if err != nil {
-			return fmt.Errorf("encode metrics: %w", err)
-		}
-		resp, err := sn.post(ctx, sn.cfg.OTLPEndpoint+"/v1/metrics", "application/x-protobuf", body)
-		if err != nil {
-			return fmt.Errorf("export metrics: %w", err)
-		}
-		var ack colmetricspb.ExportMetricsServiceResponse
-		if proto.Unmarshal(resp, &ack) == nil && ack.GetPartialSuccess().GetRejectedDataPoints() > 0 {
-			rejected += ack.GetPartialSuccess().GetRejectedDataPoints()
-			if firstReason == "" {
-				firstReason = ack.GetPartialSuccess().GetErrorMessage()
-			}
-		}
-	}
-	if rejected > 0 {
-		return fmt.Errorf("export metrics: server rejected %d of %d points: %s", rejected, len(points), firstReason)
-	}
-	return nil
 }
 
 // EventJSON is the body of POST /api/v1/events for one scale event.
@@ -166,8 +212,9 @@ func retryable(code int) bool {
 	return false
 }
 
-// post sends a gzip-compressed body with the Bearer key and returns the
-// response body of a 2xx answer, retrying transient failures.
+// post sends a gzip-compressed body with the Bearer key to the events API
+// and returns the response body of a 2xx answer, retrying transient
+// failures as the exporters do.
 func (sn *sender) post(ctx context.Context, url, contentType string, body []byte) ([]byte, error) {
 	var zipped bytes.Buffer
 	zw := gzip.NewWriter(&zipped)
