@@ -8,11 +8,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/tokenpath/tokenpath/analysis"
@@ -59,8 +62,11 @@ type opTiming struct {
 	// FORMAT Null (the engine alone); AllEngine every statement the op
 	// issues, FORMAT Null.
 	API, HTTP, SQL, Engine, AllEngine []time.Duration
-	MainRows                          int // rows the main statement returns
-	Err                               string
+	// Page is the HTML page showing the op (overview for series, the
+	// diagnose page, requests page, compare page), logged in.
+	Page     []time.Duration
+	MainRows int // rows the main statement returns
+	Err      string
 }
 
 // sizeResult is everything measured at one dataset size.
@@ -262,6 +268,39 @@ func runQuery(ctx context.Context, opts queryOptions) (*queryReport, error) {
 	return rep, nil
 }
 
+// logIn opens a UI session with key through the login form, as a browser
+// does, and returns a client carrying its cookie.
+func logIn(ctx context.Context, base, key string) (*http.Client, error) {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		return nil, err
+	}
+	c := &http.Client{Jar: jar, Timeout: 10 * time.Minute,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/login", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`name="_csrf" value="([^"]+)"`).FindSubmatch(body)
+	if m == nil {
+		return nil, errors.New("login page has no CSRF field")
+	}
+	form := url.Values{"key": {key}, "next": {"/"}, "_csrf": {string(m[1])}}
+	req, _ = http.NewRequestWithContext(ctx, http.MethodPost, base+"/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if resp, err = c.Do(req); err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		return nil, fmt.Errorf("log in: HTTP %d", resp.StatusCode)
+	}
+	return c, nil
+}
+
 // keptDataset describes the dataset left in a --keep dir.
 type keptDataset struct {
 	End      time.Time
@@ -447,6 +486,10 @@ func measureHTTP(ctx context.Context, dataDir, dbURL string, d *dataset, res *si
 	defer a.Stop(context.Background())
 	client := &http.Client{Timeout: 10 * time.Minute}
 	rfc := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+	browser, err := logIn(ctx, "http://"+a.HTTPAddr, benchKey)
+	if err != nil {
+		return err
+	}
 	for _, t := range res.Ops {
 		if t.Err != "" || median(t.API) >= slowPage {
 			continue // slower than a page may be: not repeated over HTTP
@@ -494,7 +537,28 @@ func measureHTTP(ctx context.Context, dataDir, dbURL string, d *dataset, res *si
 			}
 			t.HTTP = append(t.HTTP, time.Since(t0))
 		}
-		logf("%d rows, HTTP %s %s: %s", res.Rows, t.Op, t.Window, median(t.HTTP).Round(time.Millisecond))
+		pagePath := map[string]string{"list": "/requests", "series": "/", "diagnose": "/diagnose", "compare": "/compare"}[t.Op]
+		if t.Op == "list" {
+			v.Del("limit")
+		}
+		pu := "http://" + a.HTTPAddr + pagePath + "?" + v.Encode()
+		began = time.Now()
+		for i := 0; i < reps && (i == 0 || time.Since(began) < opBudget); i++ {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, pu, nil)
+			t0 := time.Now()
+			resp, err := browser.Do(req)
+			if err != nil {
+				return err
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Err = fmt.Sprintf("page %s: HTTP %d: %.200s", pagePath, resp.StatusCode, body)
+				break
+			}
+			t.Page = append(t.Page, time.Since(t0))
+		}
+		logf("%d rows, HTTP %s %s: API %s, page %s", res.Rows, t.Op, t.Window, median(t.HTTP).Round(time.Millisecond), median(t.Page).Round(time.Millisecond))
 	}
 	res.MemHTTP = readMem(os.Getpid())
 	return nil
