@@ -16,7 +16,7 @@ import (
 func TestComparePage(t *testing.T) {
 	srv := apptest.Start(t, apptest.Options{})
 	in := plantQueueingIncident(t, srv, defaultProject(t, srv), "rag-chat")
-	c := newDGClient(t, srv)
+	c := newBrowser(t, srv)
 	c.login(apptest.Key)
 
 	// Before: a healthy stretch; after: the incident.

@@ -4,11 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"html"
-	"io"
 	"math/rand"
-	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"regexp"
 	"strings"
@@ -19,133 +15,6 @@ import (
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
-
-// dgClient is a browser for the diagnosis/compare/share tests: a cookie jar
-// and no automatic redirects, so tests see every 303.
-type dgClient struct {
-	t    *testing.T
-	base string
-	http *http.Client
-}
-
-func newDGClient(t *testing.T, srv *apptest.Server) *dgClient {
-	t.Helper()
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &dgClient{t: t, base: "http://" + srv.HTTPAddr, http: &http.Client{Jar: jar, Timeout: 60 * time.Second,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-}
-
-// dgResponse is a read response.
-type dgResponse struct {
-	Code   int
-	Header http.Header
-	Body   string
-}
-
-func (c *dgClient) do(req *http.Request) dgResponse {
-	c.t.Helper()
-	resp, err := c.http.Do(req)
-	if err != nil {
-		c.t.Fatalf("%s %s: %v", req.Method, req.URL, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return dgResponse{Code: resp.StatusCode, Header: resp.Header, Body: string(b)}
-}
-
-func (c *dgClient) get(path string, header ...string) dgResponse {
-	c.t.Helper()
-	req, err := http.NewRequest(http.MethodGet, c.base+path, nil)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	return c.do(req)
-}
-
-func (c *dgClient) postForm(path string, form url.Values) dgResponse {
-	c.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, c.base+path, strings.NewReader(form.Encode()))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	return c.do(req)
-}
-
-// postJSON calls the API with a Bearer key (no cookies involved).
-func (c *dgClient) postJSON(path, key string, body any) dgResponse {
-	c.t.Helper()
-	b, err := json.Marshal(body)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	req, err := http.NewRequest(http.MethodPost, c.base+path, strings.NewReader(string(b)))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return dgResponse{Code: resp.StatusCode, Header: resp.Header, Body: string(out)}
-}
-
-// getJSON calls the API with a Bearer key and decodes the answer.
-func (c *dgClient) getJSON(path, key string, out any) {
-	c.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, c.base+path, nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		c.t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-var csrfField = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
-
-// csrfFrom reads the CSRF token from a page's form.
-func csrfFrom(t *testing.T, page string) string {
-	t.Helper()
-	m := csrfField.FindStringSubmatch(page)
-	if m == nil {
-		t.Fatalf("no _csrf field in the page:\n%s", page)
-	}
-	return html.UnescapeString(m[1])
-}
-
-// login logs the browser in with key through the login form.
-func (c *dgClient) login(key string) {
-	c.t.Helper()
-	page := c.get("/login")
-	if page.Code != http.StatusOK {
-		c.t.Fatalf("GET /login: %d", page.Code)
-	}
-	r := c.postForm("/login", url.Values{"_csrf": {csrfFrom(c.t, page.Body)}, "key": {key}, "next": {"/"}})
-	if r.Code != http.StatusSeeOther {
-		c.t.Fatalf("POST /login: %d %s", r.Code, r.Body)
-	}
-}
 
 // incident is a planted queueing incident on rag-chat → vllm: a healthy
 // baseline, then in the last 12 minutes of the window the KV cache fills

@@ -17,7 +17,7 @@ import (
 func TestDiagnosePage(t *testing.T) {
 	srv := apptest.Start(t, apptest.Options{})
 	in := plantQueueingIncident(t, srv, defaultProject(t, srv), "rag-chat")
-	c := newDGClient(t, srv)
+	c := newBrowser(t, srv)
 
 	if r := c.get("/diagnose?" + in.windowQuery("rag-chat")); r.Code != http.StatusSeeOther || !strings.HasPrefix(r.Header.Get("Location"), "/login") {
 		t.Fatalf("logged-out GET /diagnose = %d %s, want a redirect to /login", r.Code, r.Header.Get("Location"))

@@ -1,6 +1,6 @@
 package web_test
 
-// Helpers of the overview, requests, settings and SLO page tests: a
+// Helpers of the page tests: a
 // logged-in browser without automatic redirects, and llm_requests rows
 // written straight into ClickHouse.
 
@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"html"
 	"io"
 	"net/http"
@@ -39,33 +40,51 @@ type page struct {
 	Body   string
 }
 
-var csrfInput = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
+var csrfField = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
 
-// logIn opens a session with key through the login form, as a browser does.
-func logIn(t *testing.T, srv *apptest.Server, key string) *browser {
+// csrfFrom reads the CSRF token from a page's form.
+func csrfFrom(t *testing.T, page string) string {
+	t.Helper()
+	m := csrfField.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no _csrf field in the page:\n%s", page)
+	}
+	return html.UnescapeString(m[1])
+}
+
+// newBrowser is a logged-out browser: a cookie jar and no automatic
+// redirects, so tests see every 303.
+func newBrowser(t *testing.T, srv *apptest.Server) *browser {
 	t.Helper()
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &browser{t: t, base: "http://" + srv.HTTPAddr, http: &http.Client{Jar: jar, Timeout: 60 * time.Second,
+	return &browser{t: t, base: "http://" + srv.HTTPAddr, http: &http.Client{Jar: jar, Timeout: 60 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-	login := b.get("/login")
-	b.csrf = b.tokenIn(login.Body)
-	r := b.post("/login", url.Values{"key": {key}, "next": {"/"}})
-	if r.Code != http.StatusSeeOther {
-		t.Fatalf("POST /login: %d\n%s", r.Code, r.Body)
-	}
+}
+
+// logIn opens a session with key through the login form, as a browser does.
+func logIn(t *testing.T, srv *apptest.Server, key string) *browser {
+	t.Helper()
+	b := newBrowser(t, srv)
+	b.login(key)
 	return b
 }
 
-func (b *browser) tokenIn(body string) string {
+// login logs the browser in with key through the login form and keeps the
+// session's CSRF token for post.
+func (b *browser) login(key string) {
 	b.t.Helper()
-	m := csrfInput.FindStringSubmatch(body)
-	if m == nil {
-		b.t.Fatalf("no _csrf field in the page:\n%s", body)
+	page := b.get("/login")
+	if page.Code != http.StatusOK {
+		b.t.Fatalf("GET /login: %d", page.Code)
 	}
-	return html.UnescapeString(m[1])
+	b.csrf = csrfFrom(b.t, page.Body)
+	r := b.postForm("/login", url.Values{"_csrf": {b.csrf}, "key": {key}, "next": {"/"}})
+	if r.Code != http.StatusSeeOther {
+		b.t.Fatalf("POST /login: %d\n%s", r.Code, r.Body)
+	}
 }
 
 func (b *browser) do(req *http.Request) page {
@@ -105,18 +124,66 @@ func (b *browser) page(path string) string {
 	return p.Body
 }
 
-// post submits a form with the session's CSRF token.
+// post submits a form with the session's CSRF token (unless the form
+// carries its own).
 func (b *browser) post(path string, form url.Values) page {
 	b.t.Helper()
-	if _, ok := form["_csrf"]; !ok {
+	if _, ok := form["_csrf"]; !ok && b.csrf != "" {
 		form.Set("_csrf", b.csrf)
 	}
+	return b.postForm(path, form)
+}
+
+// postForm submits a form exactly as given (tests of CSRF refusal).
+func (b *browser) postForm(path string, form url.Values) page {
+	b.t.Helper()
 	req, err := http.NewRequest(http.MethodPost, b.base+path, strings.NewReader(form.Encode()))
 	if err != nil {
 		b.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	return b.do(req)
+}
+
+// postJSON calls the API with a Bearer key (no cookies involved).
+func (b *browser) postJSON(path, key string, body any) page {
+	b.t.Helper()
+	raw, err := json.Marshal(body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, b.base+path, strings.NewReader(string(raw)))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return page{Code: resp.StatusCode, Header: resp.Header, Body: string(out)}
+}
+
+// getJSON calls the API with a Bearer key and decodes the answer.
+func (b *browser) getJSON(path, key string, out any) {
+	b.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, b.base+path, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		raw, _ := io.ReadAll(resp.Body)
+		b.t.Fatalf("GET %s: %d %s", path, resp.StatusCode, raw)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		b.t.Fatal(err)
+	}
 }
 
 // apiStatus calls GET path of the API with a Bearer key.

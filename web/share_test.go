@@ -26,7 +26,7 @@ type createdShare struct {
 	ExpiresAt *time.Time `json:"expires_at"`
 }
 
-func (c *dgClient) apiShare(key, path, expires string) createdShare {
+func (c *browser) apiShare(key, path, expires string) createdShare {
 	c.t.Helper()
 	r := c.postJSON("/api/v1/share", key, map[string]string{"path": path, "expires": expires})
 	if r.Code != http.StatusCreated {
@@ -57,9 +57,9 @@ func TestShareLinks(t *testing.T) {
 	project := defaultProject(t, srv)
 	in := plantQueueingIncident(t, srv, project, "rag-chat")
 	plantTrace(t, srv, project, in.Requests[len(in.Requests)-1])
-	c := newDGClient(t, srv)
+	c := newBrowser(t, srv)
 	c.login(apptest.Key)
-	anon := newDGClient(t, srv) // a chat user who follows the link: no login
+	anon := newBrowser(t, srv) // a chat user who follows the link: no login
 
 	var api struct {
 		Summary  string `json:"summary"`
@@ -186,7 +186,7 @@ func TestShareLinks(t *testing.T) {
 		if unknown.Code != http.StatusNotFound {
 			t.Fatalf("unknown token: %d", unknown.Code)
 		}
-		same := func(what string, r dgResponse) {
+		same := func(what string, r page) {
 			t.Helper()
 			if r.Code != unknown.Code || r.Body != unknown.Body || r.Header.Get("Content-Type") != unknown.Header.Get("Content-Type") {
 				t.Errorf("%s: %d, body differs from an unknown token's: %v", what, r.Code, r.Body != unknown.Body)
@@ -241,7 +241,7 @@ func TestShareLinks(t *testing.T) {
 		if r := anon.get(sharePath(t, b.URL)); !strings.Contains(r.Body, "b-secret-svc") {
 			t.Error("project B's share lacks its own service")
 		}
-		cb := newDGClient(t, srv)
+		cb := newBrowser(t, srv)
 		cb.login(keyB)
 		list := cb.get("/shares")
 		if strings.Contains(list.Body, html.EscapeString(api.Summary)) && strings.Count(list.Body, `action="/shares/`) != 1 {
