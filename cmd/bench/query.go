@@ -268,6 +268,31 @@ func runQuery(ctx context.Context, opts queryOptions) (*queryReport, error) {
 	return rep, nil
 }
 
+// timeGets times up to reps GETs of u (fewer past opBudget), with an
+// Authorization header when auth is set; a non-200 answer ends the runs.
+func timeGets(ctx context.Context, c *http.Client, u, auth string, reps int) ([]time.Duration, error) {
+	var out []time.Duration
+	began := time.Now()
+	for i := 0; i < reps && (i == 0 || time.Since(began) < opBudget); i++ {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		t0 := time.Now()
+		resp, err := c.Do(req)
+		if err != nil {
+			return out, err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return out, fmt.Errorf("HTTP %d: %.200s", resp.StatusCode, body)
+		}
+		out = append(out, time.Since(t0))
+	}
+	return out, nil
+}
+
 // logIn opens a UI session with key through the login form, as a browser
 // does, and returns a client carrying its cookie.
 func logIn(ctx context.Context, base, key string) (*http.Client, error) {
@@ -520,43 +545,17 @@ func measureHTTP(ctx context.Context, dataDir, dbURL string, d *dataset, res *si
 			v.Set("b_to", rfc(window.To))
 		}
 		u := "http://" + a.HTTPAddr + path + "?" + v.Encode()
-		began := time.Now()
-		for i := 0; i < reps && (i == 0 || time.Since(began) < opBudget); i++ {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-			req.Header.Set("Authorization", "Bearer "+benchKey)
-			t0 := time.Now()
-			resp, err := client.Do(req)
-			if err != nil {
-				return err
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Err = fmt.Sprintf("HTTP %d: %.200s", resp.StatusCode, body)
-				break
-			}
-			t.HTTP = append(t.HTTP, time.Since(t0))
+		var err error
+		if t.HTTP, err = timeGets(ctx, client, u, "Bearer "+benchKey, reps); err != nil {
+			t.Err = "API: " + err.Error()
 		}
 		pagePath := map[string]string{"list": "/requests", "series": "/", "diagnose": "/diagnose", "compare": "/compare"}[t.Op]
 		if t.Op == "list" {
 			v.Del("limit")
 		}
 		pu := "http://" + a.HTTPAddr + pagePath + "?" + v.Encode()
-		began = time.Now()
-		for i := 0; i < reps && (i == 0 || time.Since(began) < opBudget); i++ {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, pu, nil)
-			t0 := time.Now()
-			resp, err := browser.Do(req)
-			if err != nil {
-				return err
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Err = fmt.Sprintf("page %s: HTTP %d: %.200s", pagePath, resp.StatusCode, body)
-				break
-			}
-			t.Page = append(t.Page, time.Since(t0))
+		if t.Page, err = timeGets(ctx, browser, pu, "", reps); err != nil {
+			t.Err = "page " + pagePath + ": " + err.Error()
 		}
 		logf("%d rows, HTTP %s %s: API %s, page %s", res.Rows, t.Op, t.Window, median(t.HTTP).Round(time.Millisecond), median(t.Page).Round(time.Millisecond))
 	}
