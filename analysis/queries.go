@@ -202,15 +202,7 @@ func (q *Queries) Diagnose(ctx context.Context, d DiagnoseRequest) (diagnose.Dia
 	if err != nil {
 		return diagnose.Diagnosis{}, err
 	}
-	out := diagnose.Diagnose(in.Input)
-	// Sampled windows still report how many requests they really held.
-	if in.windowTotal > 0 {
-		out.Requests = in.windowTotal
-	}
-	if in.baselineTotal > 0 {
-		out.BaselineRequests = in.baselineTotal
-	}
-	return out, nil
+	return diagnose.Diagnose(in), nil
 }
 
 // finalSettings go with every FINAL read of llm_requests: a request's
@@ -247,7 +239,8 @@ func (q *Queries) Compare(ctx context.Context, project uint32, a, b diagnose.Ran
 	if err != nil {
 		return diagnose.Comparison{}, err
 	}
-	return diagnose.Compare(before.reqs, after.reqs, diagnose.CompareOptions{BeforeMetrics: bm, AfterMetrics: am, Prices: prices}), nil
+	return diagnose.Compare(before.reqs, after.reqs, diagnose.CompareOptions{BeforeMetrics: bm, AfterMetrics: am, Prices: prices,
+		BeforeTotal: before.sampledFrom, AfterTotal: after.sampledFrom}), nil
 }
 
 // Series returns the diagnosis time series for the window alone.
@@ -258,32 +251,25 @@ func (q *Queries) Series(ctx context.Context, d DiagnoseRequest) ([]diagnose.Buc
 	if err != nil {
 		return nil, 0, err
 	}
-	return diagnose.Series(in.Input), diagnose.Buckets(in.Window).Seconds(), nil
+	return diagnose.Series(in), diagnose.Buckets(in.Window).Seconds(), nil
 }
 
-// loadedInput is a diagnosis input with the true request counts of
-// windows that were sampled (0 when every request was loaded).
-type loadedInput struct {
-	diagnose.Input
-	windowTotal, baselineTotal int
-}
-
-func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline bool) (loadedInput, error) {
+func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline bool) (diagnose.Input, error) {
 	if d.Baseline.IsZero() {
 		d.Baseline = diagnose.DefaultBaseline(d.Window)
 	}
-	in := loadedInput{Input: diagnose.Input{Window: d.Window, Baseline: d.Baseline, SLO: d.SLO, Prices: d.Prices}}
+	in := diagnose.Input{Window: d.Window, Baseline: d.Baseline, SLO: d.SLO, Prices: d.Prices}
 	win, err := q.load(ctx, RequestFilter{Project: d.Project, From: d.Window.From, To: d.Window.To, Service: d.Service, Model: d.Model})
 	if err != nil {
 		return in, err
 	}
-	in.Requests, in.windowTotal = win.reqs, win.sampledFrom
+	in.Requests, in.WindowTotal = win.reqs, win.sampledFrom
 	if withBaseline {
 		base, err := q.load(ctx, RequestFilter{Project: d.Project, From: d.Baseline.From, To: d.Baseline.To, Service: d.Service, Model: d.Model})
 		if err != nil {
 			return in, err
 		}
-		in.BaselineRequests, in.baselineTotal = base.reqs, base.sampledFrom
+		in.BaselineRequests, in.BaselineTotal = base.reqs, base.sampledFrom
 	}
 	servers := serverServices(append(append([]telemetry.LLMRequest{}, in.Requests...), in.BaselineRequests...), d.Service)
 	// Gauges come pre-aggregated to the chart's bucket width, window and

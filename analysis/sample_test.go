@@ -40,6 +40,31 @@ func TestDiagnoseSampleKeepsTrueCounts(t *testing.T) {
 	if d.Requests != 300 || d.BaselineRequests != 600 {
 		t.Fatalf("requests %d / baseline %d, want 300 / 600", d.Requests, d.BaselineRequests)
 	}
+	// The hash sample holds about MaxRows of the window's requests.
+	if d.AnalyzedRequests < 50 || d.AnalyzedRequests > 160 {
+		t.Errorf("analyzed %d requests, want a sample of about 100", d.AnalyzedRequests)
+	}
+	// Counts and rates in the series stand for the whole window, not the
+	// sample: the window's 300 requests, 0.5 per second (counts are
+	// rounded per bucket, rates are not).
+	total, rate := 0, 0.0
+	for _, b := range d.Series {
+		total += b.Requests
+		rate += b.RatePerSec * d.BucketSeconds
+	}
+	if total < 270 || total > 330 || rate < 299 || rate > 301 {
+		t.Errorf("sampled series sums to %d requests (%.0f by rate), want about 300", total, rate)
+	}
+	if d.Answers.Compare == nil || d.Answers.Compare.AfterRequests != 300 || d.Answers.Compare.BeforeRequests != 600 {
+		t.Errorf("comparison counts: %+v, want 600 before, 300 after", d.Answers.Compare)
+	}
+	c, err := q.Compare(ctx, 1, diagnose.Range{From: window.From.Add(-30 * time.Minute), To: window.From}, window, "chat", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.BeforeRequests != 600 || c.AfterRequests != 300 {
+		t.Errorf("compare counts %d → %d, want 600 → 300", c.BeforeRequests, c.AfterRequests)
+	}
 	// Series reads only the window (no baseline load): its buckets hold the
 	// window's sampled requests and nothing from before it.
 	buckets, _, err := (&analysis.Queries{CH: srv.CH}).Series(ctx, analysis.DiagnoseRequest{Project: 1, Window: window, Service: "chat"})

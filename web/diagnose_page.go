@@ -243,6 +243,10 @@ func diagnoseView(data *share.DiagnoseData, live bool) views.DiagnoseView {
 		v.CountsText += " — too few to compare with, so the window is judged on its own"
 	}
 	v.CountsText += "."
+	if d.AnalyzedRequests > 0 && d.AnalyzedRequests < d.Requests {
+		v.CountsText += fmt.Sprintf(" Percentiles and evidence come from a uniform sample of %s of them; counts and rates are scaled to the whole window.",
+			views.HumanInt(d.AnalyzedRequests))
+	}
 	for _, e := range d.Evidence {
 		v.Evidence = append(v.Evidence, views.Finding{N: e.N, Text: e.Text})
 	}

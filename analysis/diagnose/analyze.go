@@ -82,7 +82,7 @@ func Diagnose(in Input) Diagnosis {
 		}
 	}
 	a.comps = componentStats(a.winCols, a.baseCols)
-	a.series = series(in.Window, a.width, a.winCols, in.Metrics, in.Events)
+	a.series = series(in.Window, a.width, a.winCols, sampleScale(in.WindowTotal, len(in.Requests)), in.Metrics, in.Events)
 	a.corrs = append(bucketCorrelations(a.correlationBuckets(), fmtWidth(a.width)+" bucket"),
 		requestCorrelations(in.Requests)...)
 	a.slo = sloResult(in.SLO, in.Requests)
@@ -96,8 +96,9 @@ func Diagnose(in Input) Diagnosis {
 		Window:           in.Window,
 		Baseline:         in.Baseline,
 		BucketSeconds:    a.width.Seconds(),
-		Requests:         len(in.Requests),
-		BaselineRequests: len(in.BaselineRequests),
+		Requests:         orLen(in.WindowTotal, len(in.Requests)),
+		BaselineRequests: orLen(in.BaselineTotal, len(in.BaselineRequests)),
+		AnalyzedRequests: len(in.Requests),
 	}
 	d.Answers = Answers{
 		Workload: workloadShape(in.Requests),
@@ -108,6 +109,7 @@ func Diagnose(in Input) Diagnosis {
 	if a.hasBaseline {
 		c := compare(a.baseCols, a.winCols, CompareOptions{
 			BeforeMetrics: a.metricsBase, AfterMetrics: a.metricsWin, Prices: in.Prices,
+			BeforeTotal: in.BaselineTotal, AfterTotal: in.WindowTotal,
 		})
 		d.Answers.Compare = &c
 	}
@@ -219,7 +221,7 @@ func (a *analysis) correlationBuckets() []Bucket {
 	if maxD := time.Duration(maxBaselineBuckets) * a.width; b.Duration() > maxD {
 		b.From = b.To.Add(-maxD)
 	}
-	base := series(b, a.width, a.baseCols, a.in.Metrics, a.in.Events)
+	base := series(b, a.width, a.baseCols, sampleScale(a.in.BaselineTotal, len(a.in.BaselineRequests)), a.in.Metrics, a.in.Events)
 	return append(base, win...)
 }
 

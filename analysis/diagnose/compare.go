@@ -21,6 +21,9 @@ type CompareOptions struct {
 	BeforeMetrics, AfterMetrics []telemetry.MetricPoint
 	// Prices enables cost per task; nil leaves it out.
 	Prices map[string]Price
+	// BeforeTotal and AfterTotal are the true request counts of sampled
+	// sides (0: the rows are complete).
+	BeforeTotal, AfterTotal int
 }
 
 // Change is one figure before and after. Delta is after − before, Ratio is
@@ -115,7 +118,7 @@ func compare(bc, ac *columns, opt CompareOptions) Comparison {
 	}
 
 	c := Comparison{
-		BeforeRequests: len(before), AfterRequests: len(after),
+		BeforeRequests: orLen(opt.BeforeTotal, len(before)), AfterRequests: orLen(opt.AfterTotal, len(after)),
 		BeforeErrorRate: errorRate(before), AfterErrorRate: errorRate(after),
 	}
 	var better, worse []string

@@ -75,6 +75,11 @@ type Input struct {
 	Baseline         Range
 	Requests         []telemetry.LLMRequest // started in Window
 	BaselineRequests []telemetry.LLMRequest // started in Baseline
+	// WindowTotal and BaselineTotal are the true request counts when
+	// Requests / BaselineRequests are uniform samples of them (0: the rows
+	// are complete). Percentiles and shares read the sample; counts, rates
+	// and token sums are scaled up to the total.
+	WindowTotal, BaselineTotal int
 	// Metrics and Events cover both windows; names are canonical
 	// (MetricKVCacheUsage, MetricRequestsWaiting, MetricRequestsRunning).
 	Metrics []telemetry.MetricPoint
@@ -155,4 +160,23 @@ type Diagnosis struct {
 	BucketSeconds    float64 `json:"bucket_seconds"`
 	Requests         int     `json:"requests"`
 	BaselineRequests int     `json:"baseline_requests"`
+	// AnalyzedRequests is how many of the window's requests the figures
+	// were computed from: fewer than Requests when the window was sampled.
+	AnalyzedRequests int `json:"analyzed_requests"`
+}
+
+// sampleScale is how many requests each loaded one stands for.
+func sampleScale(total, loaded int) float64 {
+	if total <= loaded || loaded == 0 {
+		return 1
+	}
+	return float64(total) / float64(loaded)
+}
+
+// orLen is total when set, else n.
+func orLen(total, n int) int {
+	if total > 0 {
+		return total
+	}
+	return n
 }

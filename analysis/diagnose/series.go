@@ -79,11 +79,13 @@ type EventMark struct {
 // the width, so the first may start a little before the window) and reads
 // requests, metrics and events into them.
 func Series(in Input) []Bucket {
-	return series(in.Window, Buckets(in.Window), newColumns(in.Requests), in.Metrics, in.Events)
+	return series(in.Window, Buckets(in.Window), newColumns(in.Requests), sampleScale(in.WindowTotal, len(in.Requests)), in.Metrics, in.Events)
 }
 
-// series is Series for any range and width, over requests' columns.
-func series(r Range, width time.Duration, cols *columns, metrics []telemetry.MetricPoint, events []telemetry.Event) []Bucket {
+// series is Series for any range and width, over requests' columns; scale
+// is how many requests each row stands for (counts, rates and token sums
+// are scaled by it, percentiles are not).
+func series(r Range, width time.Duration, cols *columns, scale float64, metrics []telemetry.MetricPoint, events []telemetry.Event) []Bucket {
 	reqs := cols.reqs
 	if width <= 0 || !r.To.After(r.From) {
 		return nil
@@ -113,8 +115,8 @@ func series(r Range, width time.Duration, cols *columns, metrics []telemetry.Met
 	}
 	for b, idx := range perBucket {
 		bk := &buckets[b]
-		bk.Requests = len(idx)
-		bk.RatePerSec = float64(len(idx)) / width.Seconds()
+		bk.Requests = int(math.Round(float64(len(idx)) * scale))
+		bk.RatePerSec = float64(len(idx)) * scale / width.Seconds()
 		bk.TTFT = percentiles(stats.Summarize(pick(comps[ComponentTTFT], idx)))
 		bk.ITL = percentiles(stats.Summarize(pick(comps[ComponentITL], idx)))
 		bk.P95 = map[string]float64{}
@@ -123,21 +125,25 @@ func series(r Range, width time.Duration, cols *columns, metrics []telemetry.Met
 				bk.P95[name] = q
 			}
 		}
+		var in, out int64
+		var cold, errs int
 		for _, i := range idx {
 			r := &reqs[i]
 			if r.InputTokens != nil {
-				bk.InputTokens += *r.InputTokens
+				in += *r.InputTokens
 			}
 			if r.OutputTokens != nil {
-				bk.OutputTokens += *r.OutputTokens
+				out += *r.OutputTokens
 			}
 			if r.ColdStart {
-				bk.ColdStarts++
+				cold++
 			}
 			if r.Error {
-				bk.Errors++
+				errs++
 			}
 		}
+		bk.InputTokens, bk.OutputTokens = int64(math.Round(float64(in)*scale)), int64(math.Round(float64(out)*scale))
+		bk.ColdStarts, bk.Errors = int(math.Round(float64(cold)*scale)), int(math.Round(float64(errs)*scale))
 	}
 
 	for _, m := range metrics {
