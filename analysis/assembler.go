@@ -82,7 +82,7 @@ func (a *Assembler) Step(ctx context.Context) (int, error) {
 	// MaxTraces-th new trace as the upper bound when there are more.
 	r, err := a.CH.Query(ctx, `SELECT project_id, trace_id, max(inserted_at) AS ins
 		FROM spans WHERE inserted_at > ? AND inserted_at <= ?
-		GROUP BY project_id, trace_id ORDER BY ins LIMIT ?`, wm, upper, a.MaxTraces+1)
+		GROUP BY project_id, trace_id ORDER BY ins LIMIT ?`+assemblyReadSettings, wm, upper, a.MaxTraces+1)
 	if err != nil {
 		return 0, fmt.Errorf("find new traces: %w", err)
 	}
@@ -98,7 +98,7 @@ func (a *Assembler) Step(ctx context.Context) (int, error) {
 		if r.Row(0).Time("ins").Equal(boundary) {
 			upper = boundary
 			r, err = a.CH.Query(ctx, `SELECT project_id, trace_id, max(inserted_at) AS ins
-				FROM spans WHERE inserted_at > ? AND inserted_at <= ? GROUP BY project_id, trace_id`, wm, upper)
+				FROM spans WHERE inserted_at > ? AND inserted_at <= ? GROUP BY project_id, trace_id`+assemblyReadSettings, wm, upper)
 			if err != nil {
 				return 0, fmt.Errorf("find new traces: %w", err)
 			}
@@ -127,14 +127,76 @@ func (a *Assembler) Step(ctx context.Context) (int, error) {
 	return n, a.setWatermark(ctx, upper)
 }
 
+// assemblySpanColumns is what assembly needs of a span: the typed columns
+// and the few attributes it reads (assemble.AttributeKeys), not the whole
+// attribute and resource maps, which cost far more to read and decode.
+var assemblySpanColumns = func() string {
+	cols := `project_id, trace_id, span_id, parent_span_id, service, instance, name, start, end_time, status_code,
+	llm_role, provider, model, operation, input_tokens, output_tokens, client_ttft_ns, queue_ns, prefill_ns,
+	server_ttft_ns, decode_ns, server_e2e_ns`
+	for i, k := range assemble.AttributeKeys() {
+		cols += fmt.Sprintf(", attributes['%s'] AS attr_%d", k, i)
+	}
+	return cols
+}()
+
+// assemblyReadSettings keeps the assembler's reads to one thread: the
+// embedded engine runs one statement at a time, and a read using every
+// core would starve the receivers decoding exports meanwhile.
+const assemblyReadSettings = " SETTINGS max_threads = 1"
+
+// scanAssemblySpans reads rows selected with assemblySpanColumns.
+func scanAssemblySpans(r *clickhouse.Result) []telemetry.Span {
+	keys := assemble.AttributeKeys()
+	out := make([]telemetry.Span, r.Len())
+	for i := range out {
+		w := r.Row(i)
+		var attrs map[string]string
+		for j, k := range keys {
+			if v := w.String(fmt.Sprintf("attr_%d", j)); v != "" {
+				if attrs == nil {
+					attrs = map[string]string{}
+				}
+				attrs[k] = v
+			}
+		}
+		out[i] = telemetry.Span{
+			ProjectID: uint32(w.Int("project_id")), TraceID: w.String("trace_id"), SpanID: w.String("span_id"),
+			ParentSpanID: w.String("parent_span_id"), Service: w.String("service"), Instance: w.String("instance"),
+			Name: w.String("name"), Start: w.Time("start"), End: w.Time("end_time"), StatusCode: w.String("status_code"),
+			LLM: telemetry.LLMCall{
+				Role: telemetry.ParseLLMRole(w.String("llm_role")), Provider: w.String("provider"),
+				Model: w.String("model"), Operation: w.String("operation"),
+				InputTokens: w.IntPtr("input_tokens"), OutputTokens: w.IntPtr("output_tokens"),
+				ClientTTFT: durationPtr(w.IntPtr("client_ttft_ns")), QueueTime: durationPtr(w.IntPtr("queue_ns")),
+				PrefillTime: durationPtr(w.IntPtr("prefill_ns")), ServerTTFT: durationPtr(w.IntPtr("server_ttft_ns")),
+				DecodeTime: durationPtr(w.IntPtr("decode_ns")), ServerE2E: durationPtr(w.IntPtr("server_e2e_ns")),
+			},
+			Attributes: attrs,
+		}
+	}
+	return out
+}
+
+func durationPtr(ns *int64) *time.Duration {
+	if ns == nil {
+		return nil
+	}
+	d := time.Duration(*ns)
+	return &d
+}
+
 // assemble rebuilds the rows of some traces of one project.
 func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []string) error {
-	r, err := a.CH.Query(ctx, "SELECT "+clickhouse.SpanColumns+" FROM spans FINAL WHERE project_id = ? AND trace_id IN ?",
+	// No FINAL: a span stored twice (a retried export) is the same span,
+	// and assemble.Traces keeps one copy of each (trace_id, span_id).
+	// PREWHERE reads trace_id first and the other columns only where it matches.
+	r, err := a.CH.Query(ctx, "SELECT "+assemblySpanColumns+" FROM spans PREWHERE project_id = ? AND trace_id IN ?"+assemblyReadSettings,
 		project, traceIDs)
 	if err != nil {
 		return fmt.Errorf("load spans: %w", err)
 	}
-	spans := clickhouse.ScanSpans(r)
+	spans := scanAssemblySpans(r)
 	if len(spans) == 0 {
 		return nil
 	}
@@ -162,7 +224,7 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 			names = append(names, s)
 		}
 		er, err := a.CH.Query(ctx, "SELECT "+clickhouse.EventColumns+` FROM events FINAL
-			WHERE project_id = ? AND service IN ? AND time >= ? AND time <= ?`, project, names, lo.Add(-2*window), hi.Add(2*window))
+			WHERE project_id = ? AND service IN ? AND time >= ? AND time <= ?`+assemblyReadSettings, project, names, lo.Add(-2*window), hi.Add(2*window))
 		if err != nil {
 			return fmt.Errorf("load events: %w", err)
 		}
@@ -180,7 +242,7 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 
 	// Rows an earlier pass wrote that this one no longer produces (e.g. a
 	// server-only row replaced once the client span arrived) get tombstones.
-	er, err := a.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE project_id = ? AND trace_id IN ?", project, traceIDs)
+	er, err := a.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE project_id = ? AND trace_id IN ?"+assemblyReadSettings, project, traceIDs)
 	if err != nil {
 		return fmt.Errorf("load existing requests: %w", err)
 	}

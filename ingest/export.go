@@ -89,15 +89,21 @@ func joinReasons(errs []string) string {
 	return strings.Join(errs, "; ")
 }
 
-func (r *Receiver) submit(ctx context.Context, kind Kind, project uint32, msg proto.Message, rows Rows, signal, transport string, rejected int64, reasons []string) (outcome, error) {
+// submit makes the accepted rows of one export durable. raw is the request
+// as received in protobuf (nil when it came as JSON): the write-ahead log
+// keeps those bytes rather than re-encoding msg.
+func (r *Receiver) submit(ctx context.Context, kind Kind, project uint32, msg proto.Message, raw []byte, rows Rows, signal, transport string, rejected int64, reasons []string) (outcome, error) {
 	received := int64(rows.count()) + rejected
 	r.Pipeline.Metrics.Received.WithLabelValues(signal, transport).Add(float64(received))
 	r.Pipeline.Metrics.Rejected.WithLabelValues(signal, transport).Add(float64(rejected))
 	out := outcome{rejected: rejected, message: joinReasons(reasons)}
 	if rows.count() > 0 {
-		payload, err := proto.Marshal(msg)
-		if err != nil {
-			return out, fmt.Errorf("re-encode request: %w", err)
+		payload := raw
+		if payload == nil {
+			var err error
+			if payload, err = proto.Marshal(msg); err != nil {
+				return out, fmt.Errorf("encode request: %w", err)
+			}
 		}
 		if err := r.Pipeline.Submit(ctx, Record{Kind: kind, ProjectID: project, Received: r.now(), Payload: payload}, rows); err != nil {
 			return out, err
@@ -108,9 +114,9 @@ func (r *Receiver) submit(ctx context.Context, kind Kind, project uint32, msg pr
 	return out, nil
 }
 
-func (r *Receiver) exportTraces(ctx context.Context, project uint32, req *coltracepb.ExportTraceServiceRequest, transport string) (*coltracepb.ExportTraceServiceResponse, error) {
+func (r *Receiver) exportTraces(ctx context.Context, project uint32, req *coltracepb.ExportTraceServiceRequest, raw []byte, transport string) (*coltracepb.ExportTraceServiceResponse, error) {
 	res := normalize.Traces(project, req, r.now(), r.Limits)
-	out, err := r.submit(ctx, KindTraces, project, req, Rows{Spans: res.Spans}, "traces", transport, res.Rejected, res.Errors)
+	out, err := r.submit(ctx, KindTraces, project, req, raw, Rows{Spans: res.Spans}, "traces", transport, res.Rejected, res.Errors)
 	if err != nil {
 		return nil, err
 	}
@@ -121,9 +127,9 @@ func (r *Receiver) exportTraces(ctx context.Context, project uint32, req *coltra
 	return resp, nil
 }
 
-func (r *Receiver) exportMetrics(ctx context.Context, project uint32, req *colmetricspb.ExportMetricsServiceRequest, transport string) (*colmetricspb.ExportMetricsServiceResponse, error) {
+func (r *Receiver) exportMetrics(ctx context.Context, project uint32, req *colmetricspb.ExportMetricsServiceRequest, raw []byte, transport string) (*colmetricspb.ExportMetricsServiceResponse, error) {
 	res := normalize.Metrics(project, req, r.now(), r.Limits)
-	out, err := r.submit(ctx, KindMetrics, project, req, Rows{Points: res.Points}, "metrics", transport, res.Rejected, res.Errors)
+	out, err := r.submit(ctx, KindMetrics, project, req, raw, Rows{Points: res.Points}, "metrics", transport, res.Rejected, res.Errors)
 	if err != nil {
 		return nil, err
 	}
@@ -134,9 +140,9 @@ func (r *Receiver) exportMetrics(ctx context.Context, project uint32, req *colme
 	return resp, nil
 }
 
-func (r *Receiver) exportLogs(ctx context.Context, project uint32, req *collogspb.ExportLogsServiceRequest, transport string) (*collogspb.ExportLogsServiceResponse, error) {
+func (r *Receiver) exportLogs(ctx context.Context, project uint32, req *collogspb.ExportLogsServiceRequest, raw []byte, transport string) (*collogspb.ExportLogsServiceResponse, error) {
 	res := normalize.Logs(project, req, r.now(), r.Limits)
-	out, err := r.submit(ctx, KindLogs, project, req, Rows{Events: res.Events}, "logs", transport, res.Rejected, res.Errors)
+	out, err := r.submit(ctx, KindLogs, project, req, raw, Rows{Events: res.Events}, "logs", transport, res.Rejected, res.Errors)
 	if err != nil {
 		return nil, err
 	}

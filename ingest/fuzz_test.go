@@ -18,6 +18,8 @@ import (
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/tokenpath/tokenpath/app/apptest/otlptest"
 )
 
 var fuzzContentTypes = []string{"application/x-protobuf", "application/protobuf", "application/json", "application/json; charset=utf-8", "text/plain", ""}
@@ -36,7 +38,7 @@ var fuzzSignals = []struct {
 // answer 5xx, and every answer must decode in the request's encoding.
 func FuzzHTTPDecode(f *testing.F) {
 	t0 := time.Now().Add(-time.Minute)
-	traces, _ := proto.Marshal(SampleTraces(1, 3, t0))
+	traces, _ := proto.Marshal(otlptest.Traces(1, 3, t0))
 	metrics, _ := proto.Marshal(&colmetricspb.ExportMetricsServiceRequest{ResourceMetrics: []*metricspb.ResourceMetrics{{
 		ScopeMetrics: []*metricspb.ScopeMetrics{{Metrics: []*metricspb.Metric{{Name: "vllm:num_requests_waiting",
 			Data: &metricspb.Metric_Gauge{Gauge: &metricspb.Gauge{DataPoints: []*metricspb.NumberDataPoint{{
@@ -44,7 +46,7 @@ func FuzzHTTPDecode(f *testing.F) {
 	logs, _ := proto.Marshal(&collogspb.ExportLogsServiceRequest{ResourceLogs: []*logspb.ResourceLogs{{ScopeLogs: []*logspb.ScopeLogs{{
 		LogRecords: []*logspb.LogRecord{{TimeUnixNano: uint64(t0.UnixNano()), Body: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: "Scaled up replica set vllm-7f9c to 3"}},
 			Attributes: []*commonpb.KeyValue{{Key: "k8s.event.reason", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: "ScalingReplicaSet"}}}}}}}}}}})
-	tracesJSON, _ := protojson.Marshal(SampleTraces(2, 1, t0))
+	tracesJSON, _ := protojson.Marshal(otlptest.Traces(2, 1, t0))
 	seeds := []struct {
 		body   []byte
 		ct     uint8

@@ -11,18 +11,62 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	grpcencoding "google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/gzip" // registers the gzip compressor exporters use
+	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// RegisterGRPC adds the OTLP trace, metrics and logs services to s.
+// RegisterGRPC adds the OTLP trace, metrics and logs services to s. The
+// server must be built with GRPCServerOptions: its codec hands the services
+// the request bytes as received.
 func (r *Receiver) RegisterGRPC(s *grpc.Server) {
-	coltracepb.RegisterTraceServiceServer(s, &grpcTraces{r: r})
-	colmetricspb.RegisterMetricsServiceServer(s, &grpcMetrics{r: r})
-	collogspb.RegisterLogsServiceServer(s, &grpcLogs{r: r})
+	s.RegisterService(rawService(coltracepb.TraceService_ServiceDesc, r.grpcExportTraces), r)
+	s.RegisterService(rawService(colmetricspb.MetricsService_ServiceDesc, r.grpcExportMetrics), r)
+	s.RegisterService(rawService(collogspb.LogsService_ServiceDesc, r.grpcExportLogs), r)
+}
+
+// rawExport is an export request as it came off the wire. The write-ahead
+// log stores these bytes as they are, so an export is decoded once and
+// never re-encoded.
+type rawExport struct{ body []byte }
+
+// rawCodec is the server's codec: it fills a *rawExport with the request
+// bytes and leaves every other message to the standard protobuf codec.
+type rawCodec struct{ grpcencoding.CodecV2 }
+
+func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*rawExport); ok {
+		r.body = data.Materialize()
+		return nil
+	}
+	return c.CodecV2.Unmarshal(data, v)
+}
+
+// rawService is the generated OTLP service description with its one Export
+// method served by export over the raw request bytes.
+func rawService(desc grpc.ServiceDesc, export func(context.Context, []byte) (any, error)) *grpc.ServiceDesc {
+	method := desc.Methods[0]
+	fullMethod := "/" + desc.ServiceName + "/" + method.MethodName
+	method.Handler = func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+		in := new(rawExport)
+		if err := dec(in); err != nil {
+			return nil, err
+		}
+		handle := func(ctx context.Context, req any) (any, error) { return export(ctx, req.(*rawExport).body) }
+		if interceptor == nil {
+			return handle(ctx, in)
+		}
+		return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: fullMethod}, handle)
+	}
+	desc.Methods = []grpc.MethodDesc{method}
+	desc.HandlerType = (*any)(nil)
+	return &desc
 }
 
 // GRPCServerOptions bounds message size and connection resources.
@@ -32,6 +76,7 @@ func (r *Receiver) GRPCServerOptions() []grpc.ServerOption {
 		limit = 16 << 20
 	}
 	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(rawCodec{grpcencoding.GetCodecV2(grpcproto.Name)}),
 		grpc.MaxRecvMsgSize(limit),
 		grpc.MaxConcurrentStreams(256),
 		// Bounded resources per client: a connection that never finishes its
@@ -78,56 +123,42 @@ func (r *Receiver) grpcStatus(signal string, err error) error {
 	return status.Errorf(codes.Unavailable, "could not store the export: %v", err)
 }
 
-type grpcTraces struct {
-	coltracepb.UnimplementedTraceServiceServer
-	r *Receiver
-}
-
-func (g *grpcTraces) Export(ctx context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
-	p, err := g.r.grpcProject(ctx, "traces")
+// grpcExport authenticates, decodes and exports one request of a signal.
+func grpcExport[Req any, PReq interface {
+	*Req
+	proto.Message
+}](r *Receiver, ctx context.Context, signal string, body []byte, export func(context.Context, uint32, PReq, []byte, string) (proto.Message, error)) (any, error) {
+	p, err := r.grpcProject(ctx, signal)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := g.r.exportTraces(ctx, p, req, "grpc")
-	if err != nil {
-		return nil, g.r.grpcStatus("traces", err)
+	req := PReq(new(Req))
+	if err := proto.Unmarshal(body, req); err != nil {
+		r.Pipeline.Metrics.Requests.WithLabelValues(signal, "grpc", "invalid").Inc()
+		return nil, status.Errorf(codes.InvalidArgument, "malformed OTLP %s protobuf: %v", signal, err)
 	}
-	g.r.Pipeline.Metrics.Requests.WithLabelValues("traces", "grpc", "ok").Inc()
+	resp, err := export(ctx, p, req, body, "grpc")
+	if err != nil {
+		return nil, r.grpcStatus(signal, err)
+	}
+	r.Pipeline.Metrics.Requests.WithLabelValues(signal, "grpc", "ok").Inc()
 	return resp, nil
 }
 
-type grpcMetrics struct {
-	colmetricspb.UnimplementedMetricsServiceServer
-	r *Receiver
+func (r *Receiver) grpcExportTraces(ctx context.Context, body []byte) (any, error) {
+	return grpcExport(r, ctx, "traces", body, func(ctx context.Context, p uint32, req *coltracepb.ExportTraceServiceRequest, raw []byte, tr string) (proto.Message, error) {
+		return r.exportTraces(ctx, p, req, raw, tr)
+	})
 }
 
-func (g *grpcMetrics) Export(ctx context.Context, req *colmetricspb.ExportMetricsServiceRequest) (*colmetricspb.ExportMetricsServiceResponse, error) {
-	p, err := g.r.grpcProject(ctx, "metrics")
-	if err != nil {
-		return nil, err
-	}
-	resp, err := g.r.exportMetrics(ctx, p, req, "grpc")
-	if err != nil {
-		return nil, g.r.grpcStatus("metrics", err)
-	}
-	g.r.Pipeline.Metrics.Requests.WithLabelValues("metrics", "grpc", "ok").Inc()
-	return resp, nil
+func (r *Receiver) grpcExportMetrics(ctx context.Context, body []byte) (any, error) {
+	return grpcExport(r, ctx, "metrics", body, func(ctx context.Context, p uint32, req *colmetricspb.ExportMetricsServiceRequest, raw []byte, tr string) (proto.Message, error) {
+		return r.exportMetrics(ctx, p, req, raw, tr)
+	})
 }
 
-type grpcLogs struct {
-	collogspb.UnimplementedLogsServiceServer
-	r *Receiver
-}
-
-func (g *grpcLogs) Export(ctx context.Context, req *collogspb.ExportLogsServiceRequest) (*collogspb.ExportLogsServiceResponse, error) {
-	p, err := g.r.grpcProject(ctx, "logs")
-	if err != nil {
-		return nil, err
-	}
-	resp, err := g.r.exportLogs(ctx, p, req, "grpc")
-	if err != nil {
-		return nil, g.r.grpcStatus("logs", err)
-	}
-	g.r.Pipeline.Metrics.Requests.WithLabelValues("logs", "grpc", "ok").Inc()
-	return resp, nil
+func (r *Receiver) grpcExportLogs(ctx context.Context, body []byte) (any, error) {
+	return grpcExport(r, ctx, "logs", body, func(ctx context.Context, p uint32, req *collogspb.ExportLogsServiceRequest, raw []byte, tr string) (proto.Message, error) {
+		return r.exportLogs(ctx, p, req, raw, tr)
+	})
 }

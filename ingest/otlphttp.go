@@ -30,16 +30,16 @@ import (
 func (r *Receiver) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/traces", r.handle("traces", func() proto.Message { return &coltracepb.ExportTraceServiceRequest{} },
-		func(ctx context.Context, p uint32, m proto.Message) (proto.Message, error) {
-			return r.exportTraces(ctx, p, m.(*coltracepb.ExportTraceServiceRequest), "http")
+		func(ctx context.Context, p uint32, m proto.Message, raw []byte) (proto.Message, error) {
+			return r.exportTraces(ctx, p, m.(*coltracepb.ExportTraceServiceRequest), raw, "http")
 		}))
 	mux.HandleFunc("/v1/metrics", r.handle("metrics", func() proto.Message { return &colmetricspb.ExportMetricsServiceRequest{} },
-		func(ctx context.Context, p uint32, m proto.Message) (proto.Message, error) {
-			return r.exportMetrics(ctx, p, m.(*colmetricspb.ExportMetricsServiceRequest), "http")
+		func(ctx context.Context, p uint32, m proto.Message, raw []byte) (proto.Message, error) {
+			return r.exportMetrics(ctx, p, m.(*colmetricspb.ExportMetricsServiceRequest), raw, "http")
 		}))
 	mux.HandleFunc("/v1/logs", r.handle("logs", func() proto.Message { return &collogspb.ExportLogsServiceRequest{} },
-		func(ctx context.Context, p uint32, m proto.Message) (proto.Message, error) {
-			return r.exportLogs(ctx, p, m.(*collogspb.ExportLogsServiceRequest), "http")
+		func(ctx context.Context, p uint32, m proto.Message, raw []byte) (proto.Message, error) {
+			return r.exportLogs(ctx, p, m.(*collogspb.ExportLogsServiceRequest), raw, "http")
 		}))
 	return mux
 }
@@ -51,7 +51,7 @@ const (
 	encJSON
 )
 
-func (r *Receiver) handle(signal string, newReq func() proto.Message, export func(context.Context, uint32, proto.Message) (proto.Message, error)) http.HandlerFunc {
+func (r *Receiver) handle(signal string, newReq func() proto.Message, export func(context.Context, uint32, proto.Message, []byte) (proto.Message, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
 		enc := encProto
 		mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
@@ -95,7 +95,12 @@ func (r *Receiver) handle(signal string, newReq func() proto.Message, export fun
 			r.fail(w, enc, signal, http.StatusBadRequest, "malformed OTLP %s %s: %v", signal, map[encoding]string{encProto: "protobuf", encJSON: "JSON"}[enc], err)
 			return
 		}
-		resp, err := export(req.Context(), project, msg)
+		// A protobuf body goes to the write-ahead log as received.
+		var raw []byte
+		if enc == encProto {
+			raw = body
+		}
+		resp, err := export(req.Context(), project, msg, raw)
 		if err != nil {
 			switch {
 			case errors.Is(err, ErrOverloaded):

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tokenpath/tokenpath/app/apptest/otlptest"
 	"github.com/tokenpath/tokenpath/store/postgres"
 )
 
@@ -120,7 +121,7 @@ func TestOverload(t *testing.T) {
 
 	// 4 + 4 rows fit under the limit of 10.
 	for seed := uint64(1); seed <= 2; seed++ {
-		resp := postProto(t, srv.httpURL+"/v1/traces", SampleTraces(seed, 4, t0))
+		resp := postProto(t, srv.httpURL+"/v1/traces", otlptest.Traces(seed, 4, t0))
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("export %d under the limit: HTTP %d", seed, resp.StatusCode)
@@ -130,7 +131,7 @@ func TestOverload(t *testing.T) {
 
 	for i := range 50 {
 		seed := uint64(100 + i)
-		resp := postProto(t, srv.httpURL+"/v1/traces", SampleTraces(seed, 4, t0))
+		resp := postProto(t, srv.httpURL+"/v1/traces", otlptest.Traces(seed, 4, t0))
 		var st rpcstatus.Status
 		var buf bytes.Buffer
 		_, _ = buf.ReadFrom(resp.Body)
@@ -142,7 +143,7 @@ func TestOverload(t *testing.T) {
 			t.Fatalf("429 body: %v %+v, want a google.rpc.Status RESOURCE_EXHAUSTED", err, &st)
 		}
 
-		_, err := srv.traces.Export(authed, SampleTraces(seed+1000, 4, t0))
+		_, err := srv.traces.Export(authed, otlptest.Traces(seed+1000, 4, t0))
 		if status.Code(err) != codes.ResourceExhausted {
 			t.Fatalf("gRPC export over the limit: %v, want RESOURCE_EXHAUSTED", err)
 		}
@@ -177,7 +178,7 @@ func TestOverload(t *testing.T) {
 	stubs := tracetest.SpanStubs{}
 	for i := range 3 {
 		stubs = append(stubs, tracetest.SpanStub{Name: "retried", StartTime: t0, EndTime: t0.Add(time.Second),
-			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID(SampleTraceID(500)), SpanID: trace.SpanID{0, 0, 0, 0, 0, 0, 0, byte(i + 1)}})})
+			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID(otlptest.TraceID(500)), SpanID: trace.SpanID{0, 0, 0, 0, 0, 0, 0, byte(i + 1)}})})
 	}
 	// 8 pending + 3 > 10: refused until the flush below.
 	exported := make(chan error, 1)
@@ -201,7 +202,7 @@ func TestOverload(t *testing.T) {
 
 	// Exactly the acknowledged spans are stored.
 	for seed, want := range map[uint64]int64{1: 4, 2: 4, 500: 3, 100: 0, 1100: 0, 149: 0} {
-		if n := count(t, ch, "SELECT count() AS n FROM spans FINAL WHERE trace_id = ?", SampleTraceHex(seed)); n != want {
+		if n := count(t, ch, "SELECT count() AS n FROM spans FINAL WHERE trace_id = ?", otlptest.TraceHex(seed)); n != want {
 			t.Errorf("trace %d: %d spans stored, want %d", seed, n, want)
 		}
 	}

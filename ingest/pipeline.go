@@ -51,16 +51,20 @@ const overloadRetryDelay = 2 * time.Second
 
 // PipelineConfig tunes the batching writer; zero values take defaults.
 type PipelineConfig struct {
-	FlushInterval  time.Duration // how often the current WAL segment is sealed and written (default 500ms)
-	MaxPendingRows int           // rows acknowledged but not yet in ClickHouse before exports get ErrOverloaded (default 100k)
+	FlushInterval time.Duration // how often the current WAL segment is sealed and written (default 1s)
+	// MaxPendingRows: rows acknowledged but not yet in ClickHouse before
+	// exports get ErrOverloaded (default 100k). A quarter of it triggers a
+	// flush before the interval.
+	MaxPendingRows int
 	Limits         normalize.Limits
 }
 
 // Pipeline is the single batching writer: receivers Submit acknowledged
 // exports (fsynced to the WAL), and Run writes sealed segments to
 // ClickHouse in large batches, then deletes them. Rows normalized by the
-// receiver are kept in memory per segment so the common path normalizes
-// once; after a crash, segments are replayed from the log.
+// receiver are kept in memory per segment (spans already encoded as Native
+// blocks when the store takes them) so the common path normalizes once;
+// after a crash, segments are replayed from the log.
 type Pipeline struct {
 	cfg     PipelineConfig
 	wal     *WAL
@@ -73,16 +77,41 @@ type Pipeline struct {
 	// never has rows still on their way into pending.
 	rot     sync.RWMutex
 	mu      sync.Mutex
-	pending map[uint64]*Rows // segment seq → rows not yet written
+	pending map[uint64]*pendingSegment // segment seq → rows not yet written
 	nPend   atomic.Int64
 	kick    chan struct{}
+	// native: the store takes spans as pre-encoded Native blocks, so spans
+	// are encoded on receipt and only those bytes wait for the insert.
+	native bool
 
 	instMu    sync.Mutex
 	instances map[instanceKey]bool
-
-	// OnWritten, when set, is told each time rows reach ClickHouse.
-	OnWritten func(Rows)
 }
+
+// pendingSegment is what one write-ahead log segment holds, kept in memory
+// until it is in ClickHouse.
+type pendingSegment struct {
+	// rows: metric points and events, and spans when the store does not
+	// take Native blocks (or the segment is replayed from the log).
+	rows Rows
+	// spans as Native blocks (clickhouse.EncodeSpans), one per export:
+	// ~1.5 KiB per span without pointers, instead of several KiB of maps.
+	spanBlocks []spanBlock
+	spanRows   int
+	// sightings are the inference instances the segment's rows show, at
+	// the earliest time each was seen (for instance_started inference).
+	sightings map[instanceKey]time.Time
+}
+
+type spanBlock struct {
+	data []byte
+	rows int
+}
+
+func (s *pendingSegment) count() int { return s.rows.count() + s.spanRows }
+
+// nativeInserter is a store that takes pre-encoded Native blocks.
+type nativeInserter interface{ TakesNative() bool }
 
 type instanceKey struct {
 	project           uint32
@@ -92,20 +121,29 @@ type instanceKey struct {
 // NewPipeline opens the write-ahead log in walDir.
 func NewPipeline(walDir string, store Inserter, cfg PipelineConfig, log *slog.Logger) (*Pipeline, error) {
 	if cfg.FlushInterval <= 0 {
-		cfg.FlushInterval = 500 * time.Millisecond
+		// Fewer, larger inserts: each one costs the engine a new part and
+		// later merges. Acks never wait for it.
+		cfg.FlushInterval = time.Second
+	}
+	native := false
+	if n, ok := store.(nativeInserter); ok && n.TakesNative() {
+		native = true
 	}
 	if cfg.MaxPendingRows <= 0 {
-		// Rows wait in memory with all their attributes (several KiB per
-		// span): 500k held 4 GiB in the ingest benchmark. 100k is ~10 s of
-		// the embedded engine's insert rate, then exporters back off.
+		// 100k rows are seconds of the engine's insert rate, then exporters
+		// back off. Spans wait as Native blocks for the embedded engine
+		// (~1.5 KiB each, no pointers: ~150 MiB); as rows with attribute
+		// maps (server mode) they take several KiB each (500k held 4 GiB
+		// in the ingest benchmark). 200k with blocks raised the benchmark's
+		// RSS peak by ~300 MiB (the engine's larger inserts) for no gain.
 		cfg.MaxPendingRows = 100_000
 	}
 	wal, err := OpenWAL(walDir)
 	if err != nil {
 		return nil, err
 	}
-	return &Pipeline{cfg: cfg, wal: wal, store: store, log: log, Metrics: NewMetrics(),
-		pending: map[uint64]*Rows{}, kick: make(chan struct{}, 1), instances: map[instanceKey]bool{}}, nil
+	return &Pipeline{cfg: cfg, wal: wal, store: store, log: log, Metrics: NewMetrics(), native: native,
+		pending: map[uint64]*pendingSegment{}, kick: make(chan struct{}, 1), instances: map[instanceKey]bool{}}, nil
 }
 
 // KnowInstances seeds the set of inference instances already seen, so a
@@ -130,6 +168,19 @@ func (p *Pipeline) Submit(ctx context.Context, rec Record, rows Rows) error {
 	if rec.Received.IsZero() {
 		rec.Received = time.Now()
 	}
+	// Note instances and encode the spans here, in the receiving goroutine:
+	// many exports do this in parallel, and the segment keeps only the
+	// result until the insert.
+	sightings := noteInstances(nil, rows.Spans, rows.Points)
+	var blk spanBlock
+	if p.native && len(rows.Spans) > 0 {
+		data, err := clickhouse.EncodeSpans(rows.Spans)
+		if err != nil {
+			return err
+		}
+		blk = spanBlock{data: data, rows: len(rows.Spans)}
+		rows.Spans = nil
+	}
 	// Count before appending so the flusher never sees a segment whose rows
 	// are not registered yet.
 	p.nPend.Add(int64(n))
@@ -141,12 +192,17 @@ func (p *Pipeline) Submit(ctx context.Context, rec Record, rows Rows) error {
 		return err
 	}
 	p.mu.Lock()
-	r := p.pending[seq]
-	if r == nil {
-		r = &Rows{}
-		p.pending[seq] = r
+	seg := p.pending[seq]
+	if seg == nil {
+		seg = &pendingSegment{}
+		p.pending[seq] = seg
 	}
-	r.add(rows)
+	seg.rows.add(rows)
+	if blk.rows > 0 {
+		seg.spanBlocks = append(seg.spanBlocks, blk)
+		seg.spanRows += blk.rows
+	}
+	seg.sightings = mergeSightings(seg.sightings, sightings)
 	p.mu.Unlock()
 	p.rot.RUnlock()
 	p.Metrics.QueueDepth.Set(float64(p.nPend.Load()))
@@ -215,7 +271,7 @@ func (p *Pipeline) Flush(ctx context.Context) error {
 
 func (p *Pipeline) writeSegment(ctx context.Context, s Segment) error {
 	p.mu.Lock()
-	rows, inMemory := p.pending[s.Seq]
+	seg, inMemory := p.pending[s.Seq]
 	p.mu.Unlock()
 	if !inMemory {
 		// Written before a restart: normalize again from the log.
@@ -223,34 +279,33 @@ func (p *Pipeline) writeSegment(ctx context.Context, s Segment) error {
 		if err != nil {
 			return fmt.Errorf("read %s: %w", s.Path, err)
 		}
-		rows = &Rows{}
+		seg = &pendingSegment{}
 		for _, rec := range recs {
 			r, err := DecodeRecord(rec, p.cfg.Limits)
 			if err != nil {
 				p.log.Error("dropping unreadable write-ahead log record", "segment", s.Path, "err", err)
 				continue
 			}
-			rows.add(r)
+			seg.rows.add(r)
 		}
-		if n := rows.count(); n > 0 {
+		seg.sightings = noteInstances(nil, seg.rows.Spans, seg.rows.Points)
+		if n := seg.count(); n > 0 {
 			p.log.Info("replaying write-ahead log segment", "segment", s.Path, "rows", n)
 		}
 	}
-	acked := rows.count()
-	// The inferred instance events go into a copy: the pending rows must
-	// stay as acknowledged (a retry after a failed insert would count them
-	// twice), and an instance is marked known only once its event is
-	// stored, or a failed insert would lose the event for good.
-	started := p.newInstances(rows)
-	batch := *rows
-	batch.Events = append(slices.Clip(rows.Events), started...)
+	acked := seg.count()
+	// The inferred instance events are inserted next to the segment's own:
+	// the segment must stay as acknowledged (a retry after a failed insert
+	// would count them twice), and an instance is marked known only once
+	// its event is stored, or a failed insert would lose the event for good.
+	started := p.newInstances(seg.sightings)
 	t0 := time.Now()
-	if err := p.insert(ctx, &batch); err != nil {
+	if err := p.insert(ctx, seg, started); err != nil {
 		return err
 	}
 	p.markInstances(started)
 	p.Metrics.WriteLatency.Observe(time.Since(t0).Seconds())
-	p.Metrics.Written.Add(float64(batch.count()))
+	p.Metrics.Written.Add(float64(acked + len(started)))
 	if err := p.wal.Remove(s); err != nil {
 		return fmt.Errorf("remove segment: %w", err)
 	}
@@ -261,16 +316,25 @@ func (p *Pipeline) writeSegment(ctx context.Context, s Segment) error {
 		p.nPend.Add(-int64(acked))
 	}
 	p.Metrics.QueueDepth.Set(float64(max(p.nPend.Load(), 0)))
-	if p.OnWritten != nil {
-		p.OnWritten(batch)
-	}
 	return nil
 }
 
 // insertChunk bounds one INSERT so a large replay does not build one huge block.
 const insertChunk = 200_000
 
-func (p *Pipeline) insert(ctx context.Context, rows *Rows) error {
+func (p *Pipeline) insert(ctx context.Context, seg *pendingSegment, started []telemetry.Event) error {
+	for i := 0; i < len(seg.spanBlocks); {
+		var blocks [][]byte
+		rows := 0
+		for ; i < len(seg.spanBlocks) && rows < insertChunk; i++ {
+			blocks = append(blocks, seg.spanBlocks[i].data)
+			rows += seg.spanBlocks[i].rows
+		}
+		if err := p.store.Insert(ctx, clickhouse.SpanBlocksBatch(blocks, rows)); err != nil {
+			return err
+		}
+	}
+	rows := &seg.rows
 	for i := 0; i < len(rows.Spans); i += insertChunk {
 		if err := p.store.Insert(ctx, clickhouse.SpansBatch(rows.Spans[i:min(i+insertChunk, len(rows.Spans))])); err != nil {
 			return err
@@ -281,45 +345,66 @@ func (p *Pipeline) insert(ctx context.Context, rows *Rows) error {
 			return err
 		}
 	}
-	if len(rows.Events) > 0 {
-		if err := p.store.Insert(ctx, clickhouse.EventsBatch(rows.Events)); err != nil {
+	if events := append(slices.Clip(rows.Events), started...); len(events) > 0 {
+		if err := p.store.Insert(ctx, clickhouse.EventsBatch(events)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// newInstances infers an instance_started event the first time an
-// inference instance shows up (a server span or a metric point), at the
-// earliest time it was seen in this batch. markInstances records them as
-// known once stored.
-func (p *Pipeline) newInstances(rows *Rows) []telemetry.Event {
-	first := map[instanceKey]time.Time{}
+// noteInstances adds to first the inference instances that spans (server
+// spans) and points (engine gauges) show, at the earliest time each was
+// seen, and returns it.
+func noteInstances(first map[instanceKey]time.Time, spans []telemetry.Span, points []telemetry.MetricPoint) map[instanceKey]time.Time {
 	note := func(k instanceKey, t time.Time) {
 		if k.instance == "" {
 			return
+		}
+		if first == nil {
+			first = map[instanceKey]time.Time{}
 		}
 		if f, ok := first[k]; !ok || t.Before(f) {
 			first[k] = t
 		}
 	}
-	for i := range rows.Spans {
-		s := &rows.Spans[i]
+	for i := range spans {
+		s := &spans[i]
 		if s.LLM.Role == telemetry.LLMServer {
 			note(instanceKey{s.ProjectID, s.Service, s.Instance}, s.Start)
 		}
 	}
-	for i := range rows.Points {
-		pt := &rows.Points[i]
+	for i := range points {
+		pt := &points[i]
 		switch pt.Name {
 		case "kv_cache_usage", "requests_waiting", "requests_running":
 			note(instanceKey{pt.ProjectID, pt.Service, pt.Instance}, pt.Time)
 		}
 	}
+	return first
+}
+
+func mergeSightings(into, from map[instanceKey]time.Time) map[instanceKey]time.Time {
+	for k, t := range from {
+		if into == nil {
+			into = map[instanceKey]time.Time{}
+		}
+		if f, ok := into[k]; !ok || t.Before(f) {
+			into[k] = t
+		}
+	}
+	return into
+}
+
+// newInstances infers an instance_started event the first time an
+// inference instance shows up (a server span or a metric point), at the
+// earliest time it was seen in the segment. markInstances records them as
+// known once stored.
+func (p *Pipeline) newInstances(sightings map[instanceKey]time.Time) []telemetry.Event {
 	p.instMu.Lock()
 	defer p.instMu.Unlock()
 	var out []telemetry.Event
-	for k, t := range first {
+	for k, t := range sightings {
 		if p.instances[k] {
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenpath/tokenpath/app/apptest/otlptest"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
@@ -53,7 +54,7 @@ func TestPipelineReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	recv := &Receiver{Pipeline: p1, Log: QuietLog}
-	resp, err := recv.exportTraces(ctx, 7, SampleTraces(1, 5, t0), "test")
+	resp, err := recv.exportTraces(ctx, 7, otlptest.Traces(1, 5, t0), nil, "test")
 	if err != nil || resp.PartialSuccess != nil {
 		t.Fatalf("export: %v, partial success %v", err, resp.GetPartialSuccess())
 	}
@@ -83,7 +84,7 @@ func TestPipelineReplay(t *testing.T) {
 	ch := openTestStore(t, filepath.Join(dir, "clickhouse"))
 	check := func(stage string) {
 		t.Helper()
-		trace := SampleTraceHex(1)
+		trace := otlptest.TraceHex(1)
 		for _, c := range []struct {
 			what string
 			sql  string
@@ -138,8 +139,9 @@ func TestPipelineReplay(t *testing.T) {
 
 // flakyStore fails the first inserts, then records what it is given.
 type flakyStore struct {
-	fails  int
-	tables map[string]int
+	fails      int
+	tables     map[string]int
+	eventKinds []string
 }
 
 func (f *flakyStore) Insert(ctx context.Context, b *clickhouse.Batch) error {
@@ -148,6 +150,11 @@ func (f *flakyStore) Insert(ctx context.Context, b *clickhouse.Batch) error {
 		return errors.New("clickhouse: connection reset")
 	}
 	f.tables[b.Table] += b.Rows()
+	for _, c := range b.Columns {
+		if b.Table == "events" && c.Name == "kind" {
+			f.eventKinds = append(f.eventKinds, c.Data.([]string)...)
+		}
+	}
 	return nil
 }
 
@@ -163,10 +170,8 @@ func TestPipelineRetryAfterFailedInsert(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.wal.Close()
-	var written []Rows
-	p.OnWritten = func(r Rows) { written = append(written, r) }
 	recv := &Receiver{Pipeline: p, Log: QuietLog}
-	if _, err := recv.exportTraces(ctx, 1, SampleTraces(2, 3, time.Now().Add(-time.Minute)), "test"); err != nil {
+	if _, err := recv.exportTraces(ctx, 1, otlptest.Traces(2, 3, time.Now().Add(-time.Minute)), nil, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Flush(ctx); err == nil || !strings.Contains(err.Error(), "connection reset") {
@@ -184,11 +189,11 @@ func TestPipelineRetryAfterFailedInsert(t *testing.T) {
 	if store.tables["spans"] != 3 || store.tables["events"] != 1 {
 		t.Errorf("inserted %v, want 3 spans and 1 instance_started event", store.tables)
 	}
-	if len(written) != 1 || len(written[0].Events) != 1 || written[0].Events[0].Kind != telemetry.EventInstanceStarted {
-		t.Errorf("OnWritten got %+v, want one batch with the instance_started event", written)
+	if len(store.eventKinds) != 1 || store.eventKinds[0] != telemetry.EventInstanceStarted {
+		t.Errorf("stored events %v, want one instance_started event", store.eventKinds)
 	}
 	// Known now: a second export of the same instance infers nothing.
-	if _, err := recv.exportTraces(ctx, 1, SampleTraces(3, 1, time.Now().Add(-time.Minute)), "test"); err != nil {
+	if _, err := recv.exportTraces(ctx, 1, otlptest.Traces(3, 1, time.Now().Add(-time.Minute)), nil, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Flush(ctx); err != nil {

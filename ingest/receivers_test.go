@@ -19,14 +19,17 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	grpcencoding "google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tokenpath/tokenpath/app/apptest"
+	"github.com/tokenpath/tokenpath/app/apptest/otlptest"
 	"github.com/tokenpath/tokenpath/config"
-	"github.com/tokenpath/tokenpath/ingest"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 )
 
@@ -144,8 +147,8 @@ func startHardeningServer(t *testing.T) *apptest.Server {
 // specified status and a google.rpc.Status body, in the request's encoding.
 func TestOTLPHTTPRefusals(t *testing.T) {
 	srv := startHardeningServer(t)
-	valid := protoBody(t, ingest.SampleTraces(1, 1, time.Now().Add(-time.Minute)))
-	tooBig := protoBody(t, ingest.ExportOf(&tracepb.Span{Name: strings.Repeat("x", maxBody)}))
+	valid := protoBody(t, otlptest.Traces(1, 1, time.Now().Add(-time.Minute)))
+	tooBig := protoBody(t, otlptest.ExportOf(&tracepb.Span{Name: strings.Repeat("x", maxBody)}))
 	tests := []struct {
 		name    string
 		req     otlpRequest
@@ -239,14 +242,14 @@ func str(s string) *commonpb.AnyValue {
 // mixedExport holds three valid spans of trace seed and three that must be
 // rejected: an all-zero trace id, a 1970 timestamp, a year-2300 timestamp.
 func mixedExport(seed uint64, t0 time.Time) *coltracepb.ExportTraceServiceRequest {
-	zero := ingest.SampleSpan(seed, 3, t0)
+	zero := otlptest.Span(seed, 3, t0)
 	zero.TraceId = make([]byte, 16)
-	epoch := ingest.SampleSpan(seed, 4, t0)
+	epoch := otlptest.Span(seed, 4, t0)
 	epoch.StartTimeUnixNano, epoch.EndTimeUnixNano = 1_000_000_000, 2_000_000_000
-	future := ingest.SampleSpan(seed, 5, t0)
+	future := otlptest.Span(seed, 5, t0)
 	y2300 := uint64(time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC).Unix()) * 1e9 // past int64 nanoseconds
 	future.StartTimeUnixNano, future.EndTimeUnixNano = y2300, y2300+1e9
-	return ingest.ExportOf(ingest.SampleSpan(seed, 0, t0), zero, ingest.SampleSpan(seed, 1, t0), epoch, ingest.SampleSpan(seed, 2, t0), future)
+	return otlptest.ExportOf(otlptest.Span(seed, 0, t0), zero, otlptest.Span(seed, 1, t0), epoch, otlptest.Span(seed, 2, t0), future)
 }
 
 func checkPartial(t *testing.T, ps *coltracepb.ExportTracePartialSuccess) {
@@ -291,7 +294,7 @@ func TestOTLPPartialSuccess(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkPartial(t, out.GetPartialSuccess())
-			spansIn(t, srv.CH, ingest.SampleTraceHex(seed), 3)
+			spansIn(t, srv.CH, otlptest.TraceHex(seed), 3)
 		}
 	})
 
@@ -301,7 +304,7 @@ func TestOTLPPartialSuccess(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkPartial(t, out.GetPartialSuccess())
-		spansIn(t, srv.CH, ingest.SampleTraceHex(12), 3)
+		spansIn(t, srv.CH, otlptest.TraceHex(12), 3)
 	})
 
 	t.Run("HTTP JSON as the OTLP spec writes it", func(t *testing.T) {
@@ -343,15 +346,15 @@ func TestOTLPPartialSuccess(t *testing.T) {
 	})
 
 	t.Run("10k attributes and 1 MB values are clamped", func(t *testing.T) {
-		many := ingest.SampleSpan(20, 1, t0)
+		many := otlptest.Span(20, 1, t0)
 		for i := range 10_000 {
 			many.Attributes = append(many.Attributes, kv(fmt.Sprintf("attr.%05d", i), str("v")))
 		}
-		huge := ingest.SampleSpan(20, 2, t0)
+		huge := otlptest.Span(20, 2, t0)
 		mb := strings.Repeat("é", 1<<19) // 1 MiB of two-byte runes: the cut must stay valid UTF-8
 		huge.Attributes = append(huge.Attributes, kv("prompt", str(mb)), kv("completion", str(mb)), kv(strings.Repeat("k", 1<<20), str("long key")))
 		huge.Name = strings.Repeat("n", 1<<19)
-		req := ingest.ExportOf(ingest.SampleSpan(20, 0, t0), many, huge)
+		req := otlptest.ExportOf(otlptest.Span(20, 0, t0), many, huge)
 		t1 := time.Now()
 		out, err := traces.Export(authed, req)
 		if err != nil {
@@ -363,10 +366,10 @@ func TestOTLPPartialSuccess(t *testing.T) {
 		if took := time.Since(t1); took > 10*time.Second {
 			t.Errorf("export took %s", took)
 		}
-		spansIn(t, srv.CH, ingest.SampleTraceHex(20), 3)
+		spansIn(t, srv.CH, otlptest.TraceHex(20), 3)
 		r, err := srv.CH.Query(ctx, "SELECT length(attributes) AS n, arrayMax(arrayMap(v -> length(v), mapValues(attributes))) AS longest_value, "+
 			"arrayMax(arrayMap(k -> length(k), mapKeys(attributes))) AS longest_key, length(name) AS name_len, "+
-			"arrayMin(arrayMap(v -> isValidUTF8(v), mapValues(attributes))) AS utf8 FROM spans FINAL WHERE trace_id = ? ORDER BY span_id", ingest.SampleTraceHex(20))
+			"arrayMin(arrayMap(v -> isValidUTF8(v), mapValues(attributes))) AS utf8 FROM spans FINAL WHERE trace_id = ? ORDER BY span_id", otlptest.TraceHex(20))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -402,8 +405,8 @@ func TestOTLPGRPCRefusals(t *testing.T) {
 	defer conn.Close()
 	traces := coltracepb.NewTraceServiceClient(conn)
 	ctx := context.Background()
-	valid := ingest.SampleTraces(30, 2, time.Now().Add(-time.Minute))
-	tooBig := ingest.ExportOf(&tracepb.Span{Name: strings.Repeat("x", maxBody)})
+	valid := otlptest.Traces(30, 2, time.Now().Add(-time.Minute))
+	tooBig := otlptest.ExportOf(&tracepb.Span{Name: strings.Repeat("x", maxBody)})
 	tests := []struct {
 		name string
 		md   []string
@@ -431,5 +434,26 @@ func TestOTLPGRPCRefusals(t *testing.T) {
 			}
 		})
 	}
-	spansIn(t, srv.CH, ingest.SampleTraceHex(30), 2)
+	// The server decodes the request bytes itself: garbage is the client's
+	// fault (InvalidArgument), not an internal error.
+	mdCtx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+apptest.Key)
+	var resp coltracepb.ExportTraceServiceResponse
+	err = conn.Invoke(mdCtx, coltracepb.TraceService_Export_FullMethodName, rawBytes{0x0a, 0xff, 0xff, 0xff}, &resp,
+		grpc.ForceCodecV2(rawClientCodec{grpcencoding.GetCodecV2(grpcproto.Name)}))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "malformed OTLP traces protobuf") {
+		t.Errorf("malformed protobuf: err = %v, want InvalidArgument", err)
+	}
+	spansIn(t, srv.CH, otlptest.TraceHex(30), 2)
+}
+
+// rawBytes is a request body sent as it is by rawClientCodec.
+type rawBytes []byte
+
+type rawClientCodec struct{ grpcencoding.CodecV2 }
+
+func (c rawClientCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if b, ok := v.(rawBytes); ok {
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	return c.CodecV2.Marshal(v)
 }

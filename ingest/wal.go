@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -144,6 +145,32 @@ type Segment struct {
 // ErrWALClosed is returned by Append after Close.
 var ErrWALClosed = errors.New("write-ahead log is closed")
 
+// ErrDiskFull is returned by Append when writing would leave the log's file
+// system with less than its reserve (see freeSpaceReserve); retry later.
+var ErrDiskFull = errors.New("disk almost full")
+
+// freeSpaceReserve is what the log leaves free on its file system: 5 % of
+// it, at most 1 GiB. The embedded ClickHouse shares the data dir, and a
+// merge that runs out of space mid-write can commit a corrupt part (seen
+// with chDB: an empty skip-index marks file, the part dropped at the next
+// start), so exports are refused before the disk is full rather than after.
+func freeSpaceReserve(size int64) int64 { return min(size/20, 1<<30) }
+
+// checkFree fails with ErrDiskFull when n more bytes would eat into the
+// reserve of dir's file system. A failing statfs lets the write decide.
+func checkFree(dir string, n int) error {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return nil
+	}
+	free, reserve := int64(st.Bavail)*st.Bsize, freeSpaceReserve(int64(st.Blocks)*st.Bsize)
+	if free-int64(n) < reserve {
+		return fmt.Errorf("%w: %.1f MiB free in %s, Tokenpath keeps %.1f MiB free for its database; free some space",
+			ErrDiskFull, float64(free)/(1<<20), dir, float64(reserve)/(1<<20))
+	}
+	return nil
+}
+
 // OpenWAL opens dir; existing segments are left sealed for replay and new
 // appends go to a fresh segment.
 func OpenWAL(dir string) (*WAL, error) {
@@ -234,6 +261,13 @@ func (w *WAL) commitLoop() {
 		buf = buf[:0]
 		for _, r := range group {
 			buf = encodeRecord(buf, r.rec)
+		}
+		if err := checkFree(w.dir, len(buf)); err != nil {
+			for _, r := range group {
+				r.seq <- 0
+				r.errc <- err
+			}
+			continue
 		}
 		w.mu.Lock()
 		if w.broken {

@@ -2,8 +2,11 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -76,5 +79,26 @@ func TestWALRecoversWhenSegmentCannotOpen(t *testing.T) {
 	}
 	if n != 3 {
 		t.Fatalf("acknowledged records readable: %d, want 3", n)
+	}
+}
+
+// The log refuses a write that would eat into the free-space reserve with
+// ErrDiskFull, saying how much is free and kept, and accepts one that fits.
+func TestWALKeepsFreeSpaceReserve(t *testing.T) {
+	dir := t.TempDir()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	free, reserve := int64(st.Bavail)*st.Bsize, freeSpaceReserve(int64(st.Blocks)*st.Bsize)
+	if reserve <= 0 || reserve > 1<<30 {
+		t.Fatalf("reserve %d bytes for a %d-byte file system; want 5 %%, at most 1 GiB", reserve, int64(st.Blocks)*st.Bsize)
+	}
+	err := checkFree(dir, int(free-reserve+1))
+	if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "MiB free in "+dir) {
+		t.Errorf("a write into the reserve: %v; want ErrDiskFull naming the free space", err)
+	}
+	if err := checkFree(dir, 4096); err != nil {
+		t.Errorf("a 4 KiB write with %d MiB free: %v (is the test machine's disk nearly full?)", free>>20, err)
 	}
 }

@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/app/apptest"
+	"github.com/tokenpath/tokenpath/app/apptest/otlptest"
 )
 
 // TestSustainedMixedLoad runs steady OTLP exports alongside API and page
@@ -66,7 +67,7 @@ func TestSustainedMixedLoad(t *testing.T) {
 				}
 				seed := uint64(e)<<40 | i
 				start := time.Now()
-				r := exportTraces(client, srv.otlpHTTP, seed, spansPerExport, t0.Add(time.Duration(i)*time.Millisecond))
+				r := exportTraces(client, srv.OTLPHTTP, seed, spansPerExport, t0.Add(time.Duration(i)*time.Millisecond))
 				if record("export", time.Since(start), r) {
 					mu.Lock()
 					acked = append(acked, seed)
@@ -86,7 +87,7 @@ func TestSustainedMixedLoad(t *testing.T) {
 			defer wg.Done()
 			for ctx.Err() == nil {
 				start := time.Now()
-				r := do(client, http.MethodGet, "http://"+srv.ui+rd.path, nil, "")
+				r := do(client, http.MethodGet, "http://"+srv.UI+rd.path, nil, "")
 				record(rd.kind, time.Since(start), r)
 				time.Sleep(100 * time.Millisecond)
 			}
@@ -96,39 +97,23 @@ func TestSustainedMixedLoad(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			rss := srv.rssBytes(t)
+			now := rss(t, srv)
 			mu.Lock()
-			maxRSS = max(maxRSS, rss)
+			maxRSS = max(maxRSS, now)
 			mu.Unlock()
 			time.Sleep(time.Second)
 		}
 	}()
 	wg.Wait()
-	srv.stop(t)
+	srv.Stop(t)
 
 	// Count what reached ClickHouse, on the data dir the server released.
-	ch, err := clickhouse.Open(context.Background(), clickhouse.Config{DataDir: filepath.Join(dataDir, "clickhouse")}, nil)
-	if err != nil {
-		t.Fatal(err)
+	ackedIDs := make([]string, len(acked))
+	for i, s := range acked {
+		ackedIDs[i] = otlptest.TraceHex(s)
 	}
-	defer ch.Close()
-	res, err := ch.Query(context.Background(), "SELECT trace_id, count() AS n, uniqExact(span_id) AS u FROM spans FINAL GROUP BY trace_id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored := map[string][2]int64{}
-	for i := range res.Rows {
-		stored[res.Row(i).String("trace_id")] = [2]int64{res.Row(i).Int("n"), res.Row(i).Int("u")}
-	}
-	lost, wrong := 0, 0
-	for _, s := range acked {
-		switch got := stored[traceHex(s)]; {
-		case got[0] == 0:
-			lost++
-		case got[0] != spansPerExport || got[1] != spansPerExport:
-			wrong++
-		}
-	}
+	lostIDs, wrongIDs := apptest.CheckAcknowledged(apptest.StoredTraces(t, dataDir), ackedIDs, spansPerExport)
+	lost, wrong := len(lostIDs), len(wrongIDs)
 	if lost > 0 || wrong > 0 {
 		t.Errorf("%d of %d acknowledged exports lost, %d stored with the wrong span count", lost, len(acked), wrong)
 	}

@@ -56,7 +56,7 @@ func TestPostgresOutage(t *testing.T) {
 	dbURL, proxy := proxiedDatabaseURL(t)
 	srv := startServer(t, t.TempDir(), dbURL)
 	client := &http.Client{Timeout: 30 * time.Second}
-	ui, otlp := "http://"+srv.ui, srv.otlpHTTP
+	ui, otlp := "http://"+srv.UI, srv.OTLPHTTP
 	t0 := time.Now().Add(-time.Minute)
 	var seed uint64
 	export := func() httpResult { seed++; return exportTraces(client, otlp, seed, 3, t0) }
@@ -130,7 +130,7 @@ func TestPostgresOutage(t *testing.T) {
 			r := timed(t, outage.name+": API with an expired cached key", outage.limit, api)
 			expect(outage.name+": API with an expired cached key", r, 503, "cannot check the API key")
 		}
-		if !srv.alive() {
+		if !srv.Alive() {
 			t.Fatalf("%s: server exited while PostgreSQL was away", outage.name)
 		}
 		proxy.down() // also drops the black hole's stuck connections
@@ -141,10 +141,10 @@ func TestPostgresOutage(t *testing.T) {
 			back.Sub(began).Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
 		healthy("after " + outage.name)
 	}
-	if strings.Contains(srv.logText(), "panic") {
-		t.Errorf("server log mentions a panic:\n%s", tail(srv.logText(), 4000))
+	if strings.Contains(srv.Log(), "panic") {
+		t.Errorf("server log mentions a panic:\n%s", tail(srv.Log(), 4000))
 	}
-	srv.stop(t)
+	srv.Stop(t)
 }
 
 // databaseURL is a fresh test schema on the machine's PostgreSQL,

@@ -21,9 +21,9 @@ func TestSlowAndIdleClients(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, t.TempDir(), databaseURL(t))
 	client := &http.Client{Timeout: 10 * time.Second}
-	baseGoroutines, baseRSS := srv.goroutines(t), srv.rssBytes(t)
+	baseGoroutines, baseRSS := goroutines(t, srv), rss(t, srv)
 	t.Logf("baseline: %d goroutines, RSS %d MiB", baseGoroutines, baseRSS>>20)
-	ports := map[string]string{"ui": srv.ui, "otlp_http": srv.otlpHTTP}
+	ports := map[string]string{"ui": srv.UI, "otlp_http": srv.OTLPHTTP}
 
 	// Slowloris, meanwhile: one header byte a second on each port.
 	var slow sync.WaitGroup
@@ -54,9 +54,9 @@ func TestSlowAndIdleClients(t *testing.T) {
 			conns = append(conns, c)
 		}
 		time.Sleep(500 * time.Millisecond) // let the server accept them all
-		g, rss := srv.goroutines(t), srv.rssBytes(t)
+		g, rss := goroutines(t, srv), rss(t, srv)
 		t0 := time.Now()
-		r := exportTraces(client, srv.otlpHTTP, uint64(len(name)), 3, time.Now().Add(-time.Minute))
+		r := exportTraces(client, srv.OTLPHTTP, uint64(len(name)), 3, time.Now().Add(-time.Minute))
 		took := time.Since(t0)
 		t.Logf("%s: %d idle connections: %d goroutines, RSS %d MiB; an export meanwhile took %v", name, idle, g, rss>>20, took.Round(time.Millisecond))
 		if r.err != nil || r.code != http.StatusOK {
@@ -82,7 +82,7 @@ func TestSlowAndIdleClients(t *testing.T) {
 
 	// Clients that announce a large body, send a little and vanish.
 	for i := range 200 {
-		c, err := net.DialTimeout("tcp", srv.otlpHTTP, 5*time.Second)
+		c, err := net.DialTimeout("tcp", srv.OTLPHTTP, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,14 +92,14 @@ func TestSlowAndIdleClients(t *testing.T) {
 	}
 	var g int
 	waitFor(t, "goroutines back near the baseline", 20*time.Second, func() bool {
-		g = srv.goroutines(t)
+		g = goroutines(t, srv)
 		return g <= baseGoroutines+50
 	})
-	t.Logf("after idle, slow and vanishing clients: %d goroutines (baseline %d), RSS %d MiB", g, baseGoroutines, srv.rssBytes(t)>>20)
-	if r := do(client, http.MethodGet, "http://"+srv.ui+"/readyz", nil, ""); r.code != http.StatusOK {
+	t.Logf("after idle, slow and vanishing clients: %d goroutines (baseline %d), RSS %d MiB", g, baseGoroutines, rss(t, srv)>>20)
+	if r := do(client, http.MethodGet, "http://"+srv.UI+"/readyz", nil, ""); r.code != http.StatusOK {
 		t.Errorf("readyz after the attack: %d %s", r.code, r.body)
 	}
-	srv.stop(t)
+	srv.Stop(t)
 }
 
 // slowloris sends a request header one byte a second and returns how long

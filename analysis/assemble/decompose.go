@@ -9,6 +9,13 @@ import (
 // tenantKeys are the attributes that name the tenant, first found wins.
 var tenantKeys = [...]string{"tenant", "tenant.id", "user.id", "enduser.id", "langfuse.user.id"}
 
+// routeKey is the root span attribute that names the route.
+const routeKey = "http.route"
+
+// AttributeKeys are the only span attributes assembly reads (route and
+// tenant), so a caller loading spans for it can skip all the others.
+func AttributeKeys() []string { return append([]string{routeKey}, tenantKeys[:]...) }
+
 // decompose splits one call into its components (DESIGN.md,
 // "Decomposition"). Every figure is nil unless the spans state it or it is a
 // difference of two stated figures: the split is never invented.
@@ -158,7 +165,7 @@ func route(root *telemetry.Span) string {
 	if root == nil {
 		return ""
 	}
-	if r := root.Attributes["http.route"]; r != "" {
+	if r := root.Attributes[routeKey]; r != "" {
 		return r
 	}
 	return root.Name

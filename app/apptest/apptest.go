@@ -1,6 +1,8 @@
 // Package apptest starts a whole Tokenpath server for integration tests:
 // the real embedded ClickHouse in a temp dir, a fresh PostgreSQL schema on
-// the machine's test server, and every listener on 127.0.0.1:0.
+// the machine's test server, and every listener on 127.0.0.1:0 — in the
+// test's own process (Start) or as the real cmd/server binary in a child
+// process (StartProcess), for tests that kill, starve or measure it.
 package apptest
 
 import (

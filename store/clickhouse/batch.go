@@ -3,9 +3,12 @@ package clickhouse
 import (
 	"fmt"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/ClickHouse/ch-go/proto"
+
+	"github.com/tokenpath/tokenpath/telemetry"
 )
 
 // Batch is a columnar block of rows for one table. Each column's Data is a
@@ -15,6 +18,10 @@ import (
 type Batch struct {
 	Table   string
 	Columns []BatchColumn
+	// native holds pre-encoded Native blocks (SpanBlocksBatch) instead of
+	// column data; Columns then only name the columns.
+	native     [][]byte
+	nativeRows int
 }
 
 // BatchColumn is one column of a Batch.
@@ -26,6 +33,9 @@ type BatchColumn struct {
 
 // Rows is the number of rows in the batch.
 func (b *Batch) Rows() int {
+	if b.native != nil {
+		return b.nativeRows
+	}
 	if len(b.Columns) == 0 {
 		return 0
 	}
@@ -33,6 +43,9 @@ func (b *Batch) Rows() int {
 }
 
 func (b *Batch) check() error {
+	if b.native != nil {
+		return nil
+	}
 	n := b.Rows()
 	for _, c := range b.Columns {
 		if l := reflect.ValueOf(c.Data).Len(); l != n {
@@ -181,4 +194,164 @@ func (b *Batch) encodeNative() ([]byte, error) {
 		return nil, err
 	}
 	return buf.Buf, nil
+}
+
+// spanBlock holds the spans table's columns as ch-go columns, so spans can
+// be encoded to Native without the intermediate Go slices of SpansBatch.
+// Blocks are pooled: Reset keeps the buffers for the next export.
+type spanBlock struct {
+	project                               proto.ColUInt32
+	traceID, spanID, parent, statusMsg    proto.ColStr
+	service, instance, name, kind, status *proto.ColLowCardinality[string]
+	role, provider, model, operation      *proto.ColLowCardinality[string]
+	start, end                            *proto.ColDateTime64
+	duration                              proto.ColInt64
+	inTok, outTok, ttft, queue, prefill   *proto.ColNullable[int64]
+	serverTTFT, decode, serverE2E         *proto.ColNullable[int64]
+	attrs, res                            *proto.ColMap[string, string]
+	eventNames                            *proto.ColArr[string]
+	eventTimes                            *proto.ColArr[time.Time]
+	input                                 proto.Input
+	buf                                   proto.Buffer
+}
+
+var spanBlocks = sync.Pool{New: func() any { return newSpanBlock() }}
+
+func newSpanBlock() *spanBlock {
+	lc := func() *proto.ColLowCardinality[string] { return new(proto.ColStr).LowCardinality() }
+	ni := func() *proto.ColNullable[int64] { return proto.NewColNullable[int64](new(proto.ColInt64)) }
+	strMap := func() *proto.ColMap[string, string] {
+		return proto.NewMap[string, string](new(proto.ColStr).LowCardinality(), new(proto.ColStr))
+	}
+	b := &spanBlock{
+		service: lc(), instance: lc(), name: lc(), kind: lc(), status: lc(),
+		role: lc(), provider: lc(), model: lc(), operation: lc(),
+		start: newDateTime64(), end: newDateTime64(),
+		inTok: ni(), outTok: ni(), ttft: ni(), queue: ni(), prefill: ni(), serverTTFT: ni(), decode: ni(), serverE2E: ni(),
+		attrs: strMap(), res: strMap(),
+		eventNames: new(proto.ColStr).Array(), eventTimes: proto.NewArray[time.Time](newDateTime64()),
+	}
+	// Same names and order as SpansBatch.
+	b.input = proto.Input{
+		{Name: "project_id", Data: &b.project},
+		{Name: "trace_id", Data: &b.traceID},
+		{Name: "span_id", Data: &b.spanID},
+		{Name: "parent_span_id", Data: &b.parent},
+		{Name: "service", Data: b.service},
+		{Name: "instance", Data: b.instance},
+		{Name: "name", Data: b.name},
+		{Name: "kind", Data: b.kind},
+		{Name: "start", Data: b.start},
+		{Name: "end_time", Data: b.end},
+		{Name: "duration_ns", Data: &b.duration},
+		{Name: "status_code", Data: b.status},
+		{Name: "status_message", Data: &b.statusMsg},
+		{Name: "llm_role", Data: b.role},
+		{Name: "provider", Data: b.provider},
+		{Name: "model", Data: b.model},
+		{Name: "operation", Data: b.operation},
+		{Name: "input_tokens", Data: b.inTok},
+		{Name: "output_tokens", Data: b.outTok},
+		{Name: "client_ttft_ns", Data: b.ttft},
+		{Name: "queue_ns", Data: b.queue},
+		{Name: "prefill_ns", Data: b.prefill},
+		{Name: "server_ttft_ns", Data: b.serverTTFT},
+		{Name: "decode_ns", Data: b.decode},
+		{Name: "server_e2e_ns", Data: b.serverE2E},
+		{Name: "attributes", Data: b.attrs},
+		{Name: "resource", Data: b.res},
+		{Name: "event_names", Data: b.eventNames},
+		{Name: "event_times", Data: b.eventTimes},
+	}
+	return b
+}
+
+func nullInt(p *int64) proto.Nullable[int64] {
+	if p == nil {
+		return proto.Null[int64]()
+	}
+	return proto.NewNullable(*p)
+}
+
+func nullNanos(d *time.Duration) proto.Nullable[int64] {
+	if d == nil {
+		return proto.Null[int64]()
+	}
+	return proto.NewNullable(int64(*d))
+}
+
+func (b *spanBlock) append(s *telemetry.Span) {
+	b.project.Append(s.ProjectID)
+	b.traceID.Append(s.TraceID)
+	b.spanID.Append(s.SpanID)
+	b.parent.Append(s.ParentSpanID)
+	b.service.Append(s.Service)
+	b.instance.Append(s.Instance)
+	b.name.Append(s.Name)
+	b.kind.Append(s.Kind)
+	b.start.Append(s.Start)
+	b.end.Append(s.End)
+	b.duration.Append(int64(s.Duration()))
+	b.status.Append(s.StatusCode)
+	b.statusMsg.Append(s.StatusMessage)
+	b.role.Append(s.LLM.Role.String())
+	b.provider.Append(s.LLM.Provider)
+	b.model.Append(s.LLM.Model)
+	b.operation.Append(s.LLM.Operation)
+	b.inTok.Append(nullInt(s.LLM.InputTokens))
+	b.outTok.Append(nullInt(s.LLM.OutputTokens))
+	b.ttft.Append(nullNanos(s.LLM.ClientTTFT))
+	b.queue.Append(nullNanos(s.LLM.QueueTime))
+	b.prefill.Append(nullNanos(s.LLM.PrefillTime))
+	b.serverTTFT.Append(nullNanos(s.LLM.ServerTTFT))
+	b.decode.Append(nullNanos(s.LLM.DecodeTime))
+	b.serverE2E.Append(nullNanos(s.LLM.ServerE2E))
+	b.attrs.Append(s.Attributes)
+	b.res.Append(s.Resource)
+	b.eventNames.Append(s.EventNames)
+	b.eventTimes.Append(s.EventTimes)
+}
+
+func (b *spanBlock) reset() {
+	for _, c := range b.input {
+		c.Data.(proto.Resettable).Reset()
+	}
+	b.buf.Reset()
+}
+
+// EncodeSpans renders spans as one Native block of the spans table, the
+// form SpanBlocksBatch inserts. The bytes are compact and hold no pointers:
+// the pipeline keeps them, not the spans with their attribute maps, until
+// the insert.
+func EncodeSpans(spans []telemetry.Span) ([]byte, error) {
+	b := spanBlocks.Get().(*spanBlock)
+	defer func() { b.reset(); spanBlocks.Put(b) }()
+	for i := range spans {
+		b.append(&spans[i])
+	}
+	blk := proto.Block{Columns: len(b.input), Rows: len(spans)}
+	if err := blk.EncodeRawBlock(&b.buf, 0, b.input); err != nil {
+		return nil, fmt.Errorf("encode spans: %w", err)
+	}
+	return append([]byte(nil), b.buf.Buf...), nil
+}
+
+// spanColumnNames are the columns EncodeSpans writes, in order.
+var spanColumnNames = func() []string {
+	b := newSpanBlock()
+	out := make([]string, len(b.input))
+	for i, c := range b.input {
+		out[i] = c.Name
+	}
+	return out
+}()
+
+// SpanBlocksBatch inserts spans already encoded by EncodeSpans (rows in
+// all). Only the embedded engine takes such a batch: see Store.TakesNative.
+func SpanBlocksBatch(blocks [][]byte, rows int) *Batch {
+	cols := make([]BatchColumn, len(spanColumnNames))
+	for i, n := range spanColumnNames {
+		cols[i] = BatchColumn{Name: n}
+	}
+	return &Batch{Table: "spans", Columns: cols, native: blocks, nativeRows: rows}
 }

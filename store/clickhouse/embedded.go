@@ -136,14 +136,12 @@ func (e *embedded) query(ctx context.Context, sql string) (*Result, error) {
 }
 
 // insert writes the batch as a Native file and lets the engine read it:
-// chdb_query takes C strings, so binary data cannot travel inline.
+// chdb_query takes C strings, so binary data cannot travel inline. A batch
+// of pre-encoded blocks is written as it is: a Native file may hold many
+// blocks, and the insert squashes them into large ones.
 func (e *embedded) insert(ctx context.Context, b *Batch) error {
-	data, err := b.encodeNative()
-	if err != nil {
-		return err
-	}
 	path := filepath.Join(e.dir, "tmp", fmt.Sprintf("insert-%d-%d.native", os.Getpid(), e.seq.Add(1)))
-	if err := os.WriteFile(path, data, 0o600); err != nil {
+	if err := writeNative(path, b); err != nil {
 		return fmt.Errorf("stage insert: %w", err)
 	}
 	defer os.Remove(path)
@@ -157,6 +155,27 @@ func (e *embedded) insert(ctx context.Context, b *Batch) error {
 		return err
 	}
 	return e.exec(ctx, sql)
+}
+
+func writeNative(path string, b *Batch) error {
+	if b.native == nil {
+		data, err := b.encodeNative()
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(path, data, 0o600)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	for _, blk := range b.native {
+		if _, err := f.Write(blk); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
 }
 
 func (e *embedded) close() error {

@@ -158,6 +158,9 @@ func (s *server) query(ctx context.Context, sql string) (*Result, error) {
 }
 
 func (s *server) insert(ctx context.Context, b *Batch) error {
+	if b.native != nil {
+		return errors.New("pre-encoded Native blocks need the embedded engine (Store.TakesNative)")
+	}
 	cols := make([]string, len(b.Columns))
 	for i, c := range b.Columns {
 		cols[i] = c.Name

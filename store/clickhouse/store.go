@@ -82,6 +82,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 // Embedded reports whether the store runs the in-process engine.
 func (s *Store) Embedded() bool { return s.cfg.URL == "" }
 
+// TakesNative reports whether Insert accepts batches of pre-encoded Native
+// blocks (SpanBlocksBatch): the embedded engine reads them from a file as
+// they are; clickhouse-go wants column values.
+func (s *Store) TakesNative() bool { return s.Embedded() }
+
 // Close releases the engine or the connection pool.
 func (s *Store) Close() error { return s.b.close() }
 

@@ -97,6 +97,53 @@ func TestEmbeddedRoundTripAndRestart(t *testing.T) {
 	}
 }
 
+// TestSpanBlocksMatchSpansBatch: spans encoded on receipt (one Native block
+// per export, several blocks per insert) are stored exactly as SpansBatch
+// stores them.
+func TestSpanBlocksMatchSpansBatch(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+	if !s.TakesNative() {
+		t.Fatal("the embedded engine must take Native blocks")
+	}
+	spans := sampleSpans()
+	viaBlocks := make([]telemetry.Span, len(spans))
+	copy(viaBlocks, spans)
+	for i := range viaBlocks {
+		viaBlocks[i].TraceID = strings.Repeat("cd", 16)
+	}
+	var blocks [][]byte
+	for i := range viaBlocks {
+		b, err := EncodeSpans(viaBlocks[i : i+1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks = append(blocks, b)
+	}
+	if err := s.Insert(ctx, SpanBlocksBatch(blocks, len(viaBlocks))); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Insert(ctx, SpansBatch(spans)); err != nil {
+		t.Fatal(err)
+	}
+	read := func(trace string) []telemetry.Span {
+		r, err := s.Query(ctx, "SELECT "+SpanColumns+" FROM spans FINAL WHERE trace_id = ? ORDER BY start", trace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := ScanSpans(r)
+		for i := range out {
+			out[i].TraceID = ""
+		}
+		return out
+	}
+	want, got := read(spans[0].TraceID), read(viaBlocks[0].TraceID)
+	if len(want) != len(spans) || !reflect.DeepEqual(got, want) {
+		t.Errorf("spans inserted as Native blocks:\n got %+v\nwant %+v", got, want)
+	}
+}
+
 func TestEmbeddedOneOwner(t *testing.T) {
 	dir := t.TempDir()
 	s := openTemp(t, dir)
