@@ -17,7 +17,7 @@ test: deps check-generated lint
 	$(GO) test -count=1 -timeout 45m ./...
 	$(MAKE) fuzz FUZZTIME=5s
 
-## test-reliability: the reliability suite in long mode (minutes): PostgreSQL outage, slow/idle clients, sustained load against the real server binary; `make test` runs its short mode
+## test-reliability: the reliability suite in long mode (~10 min): PostgreSQL outage, disk full and read-only data dir, overload, slow/idle clients, sustained load against the real server binary; `make test` runs its short mode
 test-reliability: deps
 	TOKENPATH_RELIABILITY_LONG=1 $(GO) test -count=1 -timeout 60m -v ./reliability/
 

@@ -132,6 +132,9 @@ func grpcExport[Req any, PReq interface {
 	if err != nil {
 		return nil, err
 	}
+	if r.Pipeline.Saturated() {
+		return nil, r.grpcStatus(signal, ErrOverloaded)
+	}
 	req := PReq(new(Req))
 	if err := proto.Unmarshal(body, req); err != nil {
 		r.Pipeline.Metrics.Requests.WithLabelValues(signal, "grpc", "invalid").Inc()

@@ -85,6 +85,11 @@ func (r *Receiver) handle(signal string, newReq func() proto.Message, export fun
 			r.fail(w, enc, signal, code, "%s", err.Error())
 			return
 		}
+		if r.Pipeline.Saturated() {
+			w.Header().Set("Retry-After", strconv.Itoa(int(overloadRetryDelay/time.Second)))
+			r.fail(w, enc, signal, http.StatusTooManyRequests, "%s", ErrOverloaded.Error())
+			return
+		}
 		body, code, err := r.readBody(w, req)
 		if err != nil {
 			r.fail(w, enc, signal, code, "%s", err.Error())

@@ -226,3 +226,36 @@ func gatherGauge(t *testing.T, p *Pipeline, name string) float64 {
 	t.Fatalf("gauge %s not found", name)
 	return 0
 }
+
+// A saturated pipeline refuses an export before reading it: even a body
+// that would not decode gets 429, so overload costs no decode CPU.
+func TestSaturatedRefusesBeforeDecoding(t *testing.T) {
+	dir := t.TempDir()
+	ch := openTestStore(t, filepath.Join(dir, "clickhouse"))
+	p, err := NewPipeline(filepath.Join(dir, "wal"), ch, PipelineConfig{MaxPendingRows: 4}, QuietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.wal.Close()
+	srv := startTestReceiver(t, p)
+	resp := postProto(t, srv.httpURL+"/v1/traces", otlptest.Traces(1, 4, time.Now().Add(-time.Minute)))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("export up to the limit: HTTP %d", resp.StatusCode)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.httpURL+"/v1/traces", bytes.NewReader([]byte("\xff\xff not protobuf")))
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("malformed export to a saturated pipeline: HTTP %d, want 429 with Retry-After", resp.StatusCode)
+	}
+	_, err = srv.traces.Export(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+testKey), otlptest.Traces(2, 1, time.Now()))
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("gRPC export to a saturated pipeline: %v, want RESOURCE_EXHAUSTED", err)
+	}
+}

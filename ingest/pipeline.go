@@ -154,6 +154,17 @@ func (p *Pipeline) KnowInstances(project uint32, service, instance string) {
 	p.instMu.Unlock()
 }
 
+// Saturated reports whether no export can be accepted now. Receivers ask
+// before reading and decoding a body, so a refusal under overload costs
+// next to nothing; Submit still enforces the bound exactly.
+func (p *Pipeline) Saturated() bool {
+	if int(p.nPend.Load()) >= p.cfg.MaxPendingRows {
+		p.Metrics.Overloaded.Inc()
+		return true
+	}
+	return false
+}
+
 // Submit makes an export durable: after it returns nil the data survives a
 // crash and will reach ClickHouse exactly once (retries fold by key).
 func (p *Pipeline) Submit(ctx context.Context, rec Record, rows Rows) error {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // embedded runs statements on the in-process chDB engine. The engine runs
@@ -23,6 +24,9 @@ type embedded struct {
 	lock    *os.File
 	seq     atomic.Uint64
 	maxExec int
+	// runningSince is when the statement holding the slot started (unix
+	// ns), 0 when idle: readiness reads it instead of queueing behind it.
+	runningSince atomic.Int64
 }
 
 // The engine allows one connection per process; a second chdb_connect would
@@ -103,7 +107,8 @@ func (e *embedded) run(ctx context.Context, sql, format string) ([]byte, error) 
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	defer func() { <-e.slot }()
+	e.runningSince.Store(time.Now().UnixNano())
+	defer func() { e.runningSince.Store(0); <-e.slot }()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -112,6 +117,26 @@ func (e *embedded) run(ctx context.Context, sql, format string) ([]byte, error) 
 		return nil, fmt.Errorf("clickhouse: %s", strings.TrimSpace(err.Error()))
 	}
 	return out, nil
+}
+
+// ping checks the engine answers. A statement running now proves it is
+// alive — unless it has run past the longest a statement may, which is a
+// wedged engine. Queueing behind a busy ingest would make a readiness probe
+// time out and flap while the engine is working as it should.
+func (e *embedded) ping(ctx context.Context) error {
+	if since := e.runningSince.Load(); since != 0 {
+		limit := time.Duration(e.maxExec+10) * time.Second
+		if e.maxExec <= 0 {
+			limit = 5 * time.Minute
+		}
+		busy := time.Since(time.Unix(0, since))
+		if busy >= limit {
+			return fmt.Errorf("embedded clickhouse has run one statement for %s", busy.Round(time.Second))
+		}
+		return nil
+	}
+	_, err := e.run(ctx, "SELECT 1", "TabSeparated")
+	return err
 }
 
 func (e *embedded) exec(ctx context.Context, sql string) error {

@@ -125,6 +125,9 @@ func (s *Store) Insert(ctx context.Context, b *Batch) error {
 
 // Ping checks that the engine answers.
 func (s *Store) Ping(ctx context.Context) error {
+	if e, ok := s.b.(*embedded); ok {
+		return e.ping(ctx)
+	}
 	_, err := s.Query(ctx, "SELECT 1")
 	return err
 }
