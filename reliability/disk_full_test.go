@@ -244,8 +244,18 @@ func TestDiskFullAndReadOnlyDataDir(t *testing.T) {
 	}
 	t.Cleanup(func() { unmount(t, dataDir) })
 	load.setPhase("read-only")
-	if err := mountCmd("mount", "-o", "remount,bind,ro", dataDir); err != nil {
-		t.Fatal(err)
+	// The remount fails with "mount point is busy" while a file opened
+	// through the bind mount is being written (the engine writes a new part
+	// every flush); those writes are short, so try again until one lands
+	// between them.
+	var roErr error
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if roErr = mountCmd("mount", "-o", "remount,bind,ro", dataDir); roErr == nil {
+			break
+		}
+	}
+	if roErr != nil {
+		t.Fatal(roErr)
 	}
 	took = waitForOutcome("read-only", "503 Retry-After", 30*time.Second)
 	t.Logf("read-only: first 503 after %v: %s", took.Round(time.Millisecond), tail(load.exampleBody("read-only", "503 Retry-After"), 300))

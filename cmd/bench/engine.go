@@ -15,7 +15,6 @@ import (
 
 	"github.com/tokenpath/tokenpath/ingest/normalize"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
-	"github.com/tokenpath/tokenpath/telemetry"
 )
 
 // engineStats is the raw engine insert rate of the bench's spans, and what
@@ -23,18 +22,19 @@ import (
 type engineStats struct {
 	Rows  int
 	Batch int
-	// Insert is Store.Insert(SpansBatch(rows)) in total; Build is the
-	// SpansBatch part of it (the rest: Native encoding, the staging file
-	// and the engine's INSERT … SELECT FROM file()).
+	// Insert is the server's write path in total: EncodeSpans per export
+	// (Build) plus Store.Insert(SpanBlocksBatch) per batch (the staging
+	// file and the engine's INSERT … SELECT FROM file()).
 	Insert, Build time.Duration
 	// The receiver's work per export, timed over the same rows:
-	// proto.Unmarshal, normalize.Traces, and proto.Marshal (the WAL record).
-	Decode, Normalize, Reencode time.Duration
+	// proto.Unmarshal and normalize.Traces (the WAL keeps the bytes as
+	// received, so nothing is re-encoded).
+	Decode, Normalize time.Duration
 	// CPU time of the same stages (the machine is shared: wall time
 	// includes waiting for a core). Go stages: the calling thread only;
 	// InsertCPU: the whole process, i.e. the engine's threads too.
-	DecodeCPU, NormalizeCPU, ReencodeCPU, BuildCPU, InsertCPU time.Duration
-	Memory                                                    memStatus // bench process after the inserts
+	DecodeCPU, NormalizeCPU, BuildCPU, InsertCPU time.Duration
+	Memory                                       memStatus // bench process after the inserts
 }
 
 // threadCPU is the CPU time of the calling OS thread (lock it first).
@@ -84,8 +84,9 @@ func measureEngine(ctx context.Context, dir string, templates []*traceTemplate, 
 	now := time.Now()
 	var buf []byte
 	for st.Rows < rows {
-		spans := make([]telemetry.Span, 0, batch+templates[0].spans)
-		for len(spans) < min(batch, rows-st.Rows) {
+		var blocks [][]byte
+		n := 0
+		for n < min(batch, rows-st.Rows) {
 			seq++
 			tpl := templates[seq%uint64(len(templates))]
 			buf = tpl.patch(buf, seq)
@@ -96,29 +97,29 @@ func measureEngine(ctx context.Context, dir string, templates []*traceTemplate, 
 			}
 			t1, c1 := time.Now(), threadCPU()
 			res := normalize.Traces(1, &req, now, normalize.Limits{})
-			t2, c2 := time.Now(), threadCPU()
-			if _, err := proto.Marshal(&req); err != nil {
+			t2, c2, p2 := time.Now(), threadCPU(), processCPU()
+			blk, err := clickhouse.EncodeSpans(res.Spans)
+			if err != nil {
 				return st, err
 			}
 			st.Decode += t1.Sub(t0)
 			st.Normalize += t2.Sub(t1)
-			st.Reencode += time.Since(t2)
+			st.Build += time.Since(t2)
+			st.Insert += time.Since(t2)
 			st.DecodeCPU += c1 - c0
 			st.NormalizeCPU += c2 - c1
-			st.ReencodeCPU += threadCPU() - c2
-			spans = append(spans, res.Spans...)
+			st.BuildCPU += threadCPU() - c2
+			st.InsertCPU += processCPU() - p2
+			blocks = append(blocks, blk)
+			n += len(res.Spans)
 		}
-		t0, c0, p0 := time.Now(), threadCPU(), processCPU()
-		b := clickhouse.SpansBatch(spans)
-		t1, c1 := time.Now(), threadCPU()
-		if err := ch.Insert(ctx, b); err != nil {
+		t0, p0 := time.Now(), processCPU()
+		if err := ch.Insert(ctx, clickhouse.SpanBlocksBatch(blocks, n)); err != nil {
 			return st, err
 		}
-		st.Build += t1.Sub(t0)
 		st.Insert += time.Since(t0)
-		st.BuildCPU += c1 - c0
 		st.InsertCPU += processCPU() - p0
-		st.Rows += len(spans)
+		st.Rows += n
 		if err := ctx.Err(); err != nil {
 			return st, err
 		}

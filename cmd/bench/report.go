@@ -60,13 +60,13 @@ func printIngest(w io.Writer, r *ingestReport) {
 			res.Max.OtherCores, res.Half.OtherCores, mib(max(res.Max.Mem.Peak, res.Half.Mem.Peak)), mib(res.Half.Mem.RSS), ratio)
 	}
 	e := r.Engine
-	fmt.Fprintf(w, "\nRaw engine: `Store.Insert(SpansBatch(…))` of the same normalized spans, %d rows in batches of %d (the server's average insert was %.0f rows): **%s rows/s** (SpansBatch %s/span, Native encode + engine %s/span).\n",
+	fmt.Fprintf(w, "\nRaw engine: the server's write path (`EncodeSpans` per export, `Store.Insert(SpanBlocksBatch(…))` per batch) over the same normalized spans, %d rows in batches of %d (the server's average insert was %.0f rows): **%s rows/s** (EncodeSpans %s/span, staging file + engine %s/span).\n",
 		e.Rows, e.Batch, r.AvgWriteRow, count(e.InsertRate()), perSpan(e.Build, e.Rows), perSpan(e.Insert-e.Build, e.Rows))
 	fmt.Fprintf(w, "Engine CPU: %s/span (process CPU during Insert; %.0f rows per CPU-second, so ~%s rows/s if it had both cores to itself).\n",
 		perSpan(e.InsertCPU, e.Rows), float64(e.Rows)/max(e.InsertCPU.Seconds(), 1e-9), count(2*float64(e.Rows)/max(e.InsertCPU.Seconds(), 1e-9)))
-	fmt.Fprintf(w, "Receiver Go work per span (wall on the shared machine / CPU of the thread): proto decode %s / %s, normalize %s / %s, WAL re-encode %s / %s, SpansBatch %s / %s.\n",
+	fmt.Fprintf(w, "Receiver Go work per span (wall on the shared machine / CPU of the thread): proto decode %s / %s, normalize %s / %s, EncodeSpans %s / %s.\n",
 		perSpan(e.Decode, e.Rows), perSpan(e.DecodeCPU, e.Rows), perSpan(e.Normalize, e.Rows), perSpan(e.NormalizeCPU, e.Rows),
-		perSpan(e.Reencode, e.Rows), perSpan(e.ReencodeCPU, e.Rows), perSpan(e.Build, e.Rows), perSpan(e.BuildCPU, e.Rows))
+		perSpan(e.Build, e.Rows), perSpan(e.BuildCPU, e.Rows))
 	for _, res := range r.Results {
 		if c := res.Max.ServerCPUPerSpan; c > 0 {
 			fmt.Fprintf(w, "- %s: the server spent %s of CPU per acknowledged span end to end (phase + drain): ~%s spans/s on 2 dedicated cores.\n",
