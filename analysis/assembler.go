@@ -131,9 +131,7 @@ func (a *Assembler) Step(ctx context.Context) (int, error) {
 // and the few attributes it reads (assemble.AttributeKeys), not the whole
 // attribute and resource maps, which cost far more to read and decode.
 var assemblySpanColumns = func() string {
-	cols := `project_id, trace_id, span_id, parent_span_id, service, instance, name, start, end_time, status_code,
-	llm_role, provider, model, operation, input_tokens, output_tokens, client_ttft_ns, queue_ns, prefill_ns,
-	server_ttft_ns, decode_ns, server_e2e_ns`
+	cols := clickhouse.SpanCoreColumns
 	for i, k := range assemble.AttributeKeys() {
 		cols += fmt.Sprintf(", attributes['%s'] AS attr_%d", k, i)
 	}
@@ -160,30 +158,10 @@ func scanAssemblySpans(r *clickhouse.Result) []telemetry.Span {
 				attrs[k] = v
 			}
 		}
-		out[i] = telemetry.Span{
-			ProjectID: uint32(w.Int("project_id")), TraceID: w.String("trace_id"), SpanID: w.String("span_id"),
-			ParentSpanID: w.String("parent_span_id"), Service: w.String("service"), Instance: w.String("instance"),
-			Name: w.String("name"), Start: w.Time("start"), End: w.Time("end_time"), StatusCode: w.String("status_code"),
-			LLM: telemetry.LLMCall{
-				Role: telemetry.ParseLLMRole(w.String("llm_role")), Provider: w.String("provider"),
-				Model: w.String("model"), Operation: w.String("operation"),
-				InputTokens: w.IntPtr("input_tokens"), OutputTokens: w.IntPtr("output_tokens"),
-				ClientTTFT: durationPtr(w.IntPtr("client_ttft_ns")), QueueTime: durationPtr(w.IntPtr("queue_ns")),
-				PrefillTime: durationPtr(w.IntPtr("prefill_ns")), ServerTTFT: durationPtr(w.IntPtr("server_ttft_ns")),
-				DecodeTime: durationPtr(w.IntPtr("decode_ns")), ServerE2E: durationPtr(w.IntPtr("server_e2e_ns")),
-			},
-			Attributes: attrs,
-		}
+		out[i] = clickhouse.SpanCore(w)
+		out[i].Attributes = attrs
 	}
 	return out
-}
-
-func durationPtr(ns *int64) *time.Duration {
-	if ns == nil {
-		return nil
-	}
-	d := time.Duration(*ns)
-	return &d
 }
 
 // assemble rebuilds the rows of some traces of one project.

@@ -9,11 +9,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/tokenpath/tokenpath/app/apptest"
 	"github.com/tokenpath/tokenpath/app/apptest/otlptest"
 )
 
@@ -181,6 +183,24 @@ func (l *exportLoad) ackedIDs() []string {
 
 // sent is the number of exports attempted so far.
 func (l *exportLoad) sent() int { return int(l.seed.Load()) }
+
+// checkStored reads the stopped server's data dir and fails unless every
+// acknowledged export is stored exactly once, and nothing beyond what was
+// sent; it reports whether all was well.
+func (l *exportLoad) checkStored(t *testing.T, dataDir string, spansPerExport int) bool {
+	t.Helper()
+	acked := l.ackedIDs()
+	stored := apptest.StoredTraces(t, dataDir)
+	lost, wrong := apptest.CheckAcknowledged(stored, acked, spansPerExport)
+	if len(lost) > 0 || len(wrong) > 0 {
+		t.Errorf("%d of %d acknowledged exports lost (e.g. %v), %d stored wrong (e.g. %v)",
+			len(lost), len(acked), lost[:min(len(lost), 5)], len(wrong), wrong[:min(len(wrong), 5)])
+	}
+	if len(stored) > l.sent() {
+		t.Errorf("%d traces stored, only %d sent", len(stored), l.sent())
+	}
+	return len(lost) == 0 && len(wrong) == 0
+}
 
 // summary is one line per phase, in order: "full: 200×12, 503 Retry-After×40".
 func (l *exportLoad) summary() []string {

@@ -117,24 +117,35 @@ func ScanSpans(r *Result) []telemetry.Span {
 	out := make([]telemetry.Span, r.Len())
 	for i := range out {
 		w := r.Row(i)
-		out[i] = telemetry.Span{
-			ProjectID: uint32(w.Int("project_id")), TraceID: w.String("trace_id"), SpanID: w.String("span_id"),
-			ParentSpanID: w.String("parent_span_id"), Service: w.String("service"), Instance: w.String("instance"),
-			Name: w.String("name"), Kind: w.String("kind"), Start: w.Time("start"), End: w.Time("end_time"),
-			StatusCode: w.String("status_code"), StatusMessage: w.String("status_message"),
-			LLM: telemetry.LLMCall{
-				Role: telemetry.ParseLLMRole(w.String("llm_role")), Provider: w.String("provider"),
-				Model: w.String("model"), Operation: w.String("operation"),
-				InputTokens: w.IntPtr("input_tokens"), OutputTokens: w.IntPtr("output_tokens"),
-				ClientTTFT: durationOf(w.IntPtr("client_ttft_ns")), QueueTime: durationOf(w.IntPtr("queue_ns")),
-				PrefillTime: durationOf(w.IntPtr("prefill_ns")), ServerTTFT: durationOf(w.IntPtr("server_ttft_ns")),
-				DecodeTime: durationOf(w.IntPtr("decode_ns")), ServerE2E: durationOf(w.IntPtr("server_e2e_ns")),
-			},
-			Attributes: w.StringMap("attributes"), Resource: w.StringMap("resource"),
-			EventNames: w.Strings("event_names"), EventTimes: w.Times("event_times"),
-		}
+		out[i] = SpanCore(w)
+		out[i].Kind, out[i].StatusMessage = w.String("kind"), w.String("status_message")
+		out[i].Attributes, out[i].Resource = w.StringMap("attributes"), w.StringMap("resource")
+		out[i].EventNames, out[i].EventTimes = w.Strings("event_names"), w.Times("event_times")
 	}
 	return out
+}
+
+// SpanCoreColumns are the typed span columns SpanCore reads: what the
+// assembler needs, without the attribute maps.
+const SpanCoreColumns = `project_id, trace_id, span_id, parent_span_id, service, instance, name, start, end_time, status_code,
+	llm_role, provider, model, operation, input_tokens, output_tokens,
+	client_ttft_ns, queue_ns, prefill_ns, server_ttft_ns, decode_ns, server_e2e_ns`
+
+// SpanCore reads a span's typed columns (SpanCoreColumns) from a row.
+func SpanCore(w Row) telemetry.Span {
+	return telemetry.Span{
+		ProjectID: uint32(w.Int("project_id")), TraceID: w.String("trace_id"), SpanID: w.String("span_id"),
+		ParentSpanID: w.String("parent_span_id"), Service: w.String("service"), Instance: w.String("instance"),
+		Name: w.String("name"), Start: w.Time("start"), End: w.Time("end_time"), StatusCode: w.String("status_code"),
+		LLM: telemetry.LLMCall{
+			Role: telemetry.ParseLLMRole(w.String("llm_role")), Provider: w.String("provider"),
+			Model: w.String("model"), Operation: w.String("operation"),
+			InputTokens: w.IntPtr("input_tokens"), OutputTokens: w.IntPtr("output_tokens"),
+			ClientTTFT: durationOf(w.IntPtr("client_ttft_ns")), QueueTime: durationOf(w.IntPtr("queue_ns")),
+			PrefillTime: durationOf(w.IntPtr("prefill_ns")), ServerTTFT: durationOf(w.IntPtr("server_ttft_ns")),
+			DecodeTime: durationOf(w.IntPtr("decode_ns")), ServerE2E: durationOf(w.IntPtr("server_e2e_ns")),
+		},
+	}
 }
 
 // RequestsBatch lays decomposed requests out as llm_requests columns, all
