@@ -107,10 +107,32 @@ func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LL
 	if f.Limit <= 0 || f.Limit > 1000 {
 		f.Limit = 100
 	}
-	r, err := q.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE "+where+
-		" ORDER BY "+col+" "+dir+" NULLS LAST, start DESC LIMIT ? OFFSET ?"+finalSettings, append(args, f.Limit, f.Offset)...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list requests: %w", err)
+	page := func(where string, args []any) (*clickhouse.Result, error) {
+		r, err := q.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE "+where+
+			" ORDER BY "+col+" "+dir+" NULLS LAST, start DESC LIMIT ? OFFSET ?"+finalSettings, append(args, f.Limit, f.Offset)...)
+		if err != nil {
+			return nil, fmt.Errorf("list requests: %w", err)
+		}
+		return r, nil
+	}
+	var r *clickhouse.Result
+	var err error
+	// Newest first over a long window: the page usually lies in its last
+	// hour, and reading only that hour under FINAL is far cheaper than
+	// sorting the whole window. A full page from it is exact (every row
+	// left out is older than every row in it); a short one falls back.
+	if col == "start" && f.Desc && !f.From.IsZero() && !f.To.IsZero() && f.To.Sub(f.From) > newestProbe {
+		if r, err = page(where+" AND start >= ?", append(append([]any{}, args...), f.To.Add(-newestProbe))); err != nil {
+			return nil, 0, err
+		}
+		if r.Len() < f.Limit {
+			r = nil
+		}
+	}
+	if r == nil {
+		if r, err = page(where, args); err != nil {
+			return nil, 0, err
+		}
 	}
 	n := -1
 	if !f.NoTotal {
@@ -120,6 +142,9 @@ func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LL
 	}
 	return clickhouse.ScanRequests(r), n, nil
 }
+
+// newestProbe is the span of the first, cheap pass of a newest-first list.
+const newestProbe = time.Hour
 
 // ServiceInfo is one service seen sending or serving LLM requests.
 type ServiceInfo struct {
