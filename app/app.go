@@ -143,6 +143,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	deps := web.Deps{
 		Log:       log,
 		Stores:    map[string]web.Pinger{"postgres": a.PG, "clickhouse": a.CH},
+		Ingest:    pipe,
 		Metrics:   pipe.Metrics.Registry,
 		Queries:   a.Queries,
 		Keys:      a.Keys,

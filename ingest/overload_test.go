@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -257,5 +258,45 @@ func TestSaturatedRefusesBeforeDecoding(t *testing.T) {
 	_, err = srv.traces.Export(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+testKey), otlptest.Traces(2, 1, time.Now()))
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("gRPC export to a saturated pipeline: %v, want RESOURCE_EXHAUSTED", err)
+	}
+}
+
+// Health names the reason exports are failing and clears on the next
+// durable one.
+func TestHealthFollowsTheWriteAheadLog(t *testing.T) {
+	dir := t.TempDir()
+	p, err := NewPipeline(filepath.Join(dir, "wal"), nil, PipelineConfig{}, QuietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { p.wal.Close() }()
+	ctx := context.Background()
+	recv := &Receiver{Pipeline: p, Log: QuietLog}
+	t0 := time.Now().Add(-time.Minute)
+	export := func(seed uint64) error {
+		_, err := recv.exportTraces(ctx, 7, otlptest.Traces(seed, 2, t0), nil, "test")
+		return err
+	}
+	if err := export(1); err != nil || p.Health() != nil {
+		t.Fatalf("healthy export: %v, health %v", err, p.Health())
+	}
+	// The log stops taking appends (as when its disk fills): the export
+	// fails and Health says why.
+	p.wal.Close()
+	if err := export(2); err == nil {
+		t.Fatal("export to a closed log succeeded")
+	}
+	if h := p.Health(); !errors.Is(h, ErrWALClosed) {
+		t.Fatalf("health after a failed append: %v, want ErrWALClosed", h)
+	}
+	// A working log again: the next durable export clears it.
+	if p.wal, err = OpenWAL(filepath.Join(dir, "wal2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := export(3); err != nil {
+		t.Fatal(err)
+	}
+	if h := p.Health(); h != nil {
+		t.Fatalf("health after a durable export: %v", h)
 	}
 }

@@ -79,7 +79,10 @@ type Pipeline struct {
 	mu      sync.Mutex
 	pending map[uint64]*pendingSegment // segment seq → rows not yet written
 	nPend   atomic.Int64
-	kick    chan struct{}
+	// walFailure is the last write-ahead log append error (disk full,
+	// read-only, …), nil once an append succeeds again: Health reads it.
+	walFailure atomic.Pointer[error]
+	kick       chan struct{}
 	// native: the store takes spans as pre-encoded Native blocks, so spans
 	// are encoded on receipt and only those bytes wait for the insert.
 	native bool
@@ -154,6 +157,16 @@ func (p *Pipeline) KnowInstances(project uint32, service, instance string) {
 	p.instMu.Unlock()
 }
 
+// Health is nil while exports are being made durable, else why the last
+// one could not be (the disk is full, the data dir went read-only…): pages
+// show it, so people know why data stopped arriving.
+func (p *Pipeline) Health() error {
+	if e := p.walFailure.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
 // Saturated reports whether no export can be accepted now. Receivers ask
 // before reading and decoding a body, so a refusal under overload costs
 // next to nothing; Submit still enforces the bound exactly.
@@ -200,7 +213,13 @@ func (p *Pipeline) Submit(ctx context.Context, rec Record, rows Rows) error {
 	if err != nil {
 		p.rot.RUnlock()
 		p.nPend.Add(-int64(n))
+		if ctx.Err() == nil {
+			p.walFailure.Store(&err)
+		}
 		return err
+	}
+	if p.walFailure.Load() != nil {
+		p.walFailure.Store(nil)
 	}
 	p.mu.Lock()
 	seg := p.pending[seq]

@@ -1,6 +1,7 @@
 package reliability_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,7 +15,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/tokenpath/tokenpath/app/apptest"
 	"github.com/tokenpath/tokenpath/app/apptest/otlptest"
+	"github.com/tokenpath/tokenpath/app/apptest/uiclient"
 )
 
 // mountCmd runs mount(8)/umount(8) and wraps their output into the error.
@@ -162,6 +165,16 @@ func TestDiskFullAndReadOnlyDataDir(t *testing.T) {
 		ready := do(client, http.MethodGet, "http://"+srv.UI+"/readyz", nil, "")
 		if ready.err != nil {
 			t.Errorf("%s: /readyz: %v", phase, ready.err)
+		}
+		// Readiness names the trouble, and so does every page: people see
+		// why their data stopped arriving.
+		if !strings.Contains(ready.body, `"ingest":`) || strings.Contains(ready.body, `"ingest":"ok"`) {
+			t.Errorf("%s: /readyz does not name the ingest trouble: %s", phase, ready.body)
+		}
+		if ui, err := uiclient.LogIn(context.Background(), "http://"+srv.UI, apptest.Key); err != nil {
+			t.Errorf("%s: log in: %v", phase, err)
+		} else if page := do(ui, http.MethodGet, "http://"+srv.UI+"/", nil, ""); !strings.Contains(page.body, "refusing telemetry right now") {
+			t.Errorf("%s: the overview has no banner saying telemetry is refused (HTTP %d)", phase, page.code)
 		}
 		code, err := grpcExport(grpcClient, otlptest.Traces(load.seed.Add(1), spansPerExport, t0))
 		if code == codes.OK {

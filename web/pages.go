@@ -106,6 +106,11 @@ func (s *Server) page(c echo.Context, title, nav string) views.Page {
 	if VendorMissing() {
 		p.Notice = "Chart libraries are missing from this build (run `make build`); figures are shown as tables."
 	}
+	if s.deps.Ingest != nil && projectOf(c) != 0 {
+		if err := s.deps.Ingest.Health(); err != nil {
+			p.Notice = "Tokenpath is refusing telemetry right now, so new data is not arriving: " + err.Error()
+		}
+	}
 	return p
 }
 

@@ -31,6 +31,10 @@ type Deps struct {
 	Log *slog.Logger
 	// Stores are checked by /readyz, by name.
 	Stores map[string]Pinger
+	// Ingest reports why telemetry is being refused, if it is (optional):
+	// pages show it as a banner and /readyz lists it, without turning
+	// not-ready (the UI and the API still work).
+	Ingest interface{ Health() error }
 	// Metrics is Tokenpath's own Prometheus registry, served at /metrics.
 	Metrics  *prometheus.Registry
 	Queries  Queries
@@ -124,6 +128,12 @@ func (s *Server) readyz(c echo.Context) error {
 			continue
 		}
 		checks[name] = "ok"
+	}
+	if s.deps.Ingest != nil {
+		checks["ingest"] = "ok"
+		if err := s.deps.Ingest.Health(); err != nil {
+			checks["ingest"] = err.Error()
+		}
 	}
 	return c.JSON(status, map[string]any{"ready": status == http.StatusOK, "checks": checks})
 }

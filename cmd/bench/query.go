@@ -8,19 +8,17 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/app"
+	"github.com/tokenpath/tokenpath/app/apptest/uiclient"
 	"github.com/tokenpath/tokenpath/config"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/store/postgres"
@@ -293,39 +291,6 @@ func timeGets(ctx context.Context, c *http.Client, u, auth string, reps int) ([]
 	return out, nil
 }
 
-// logIn opens a UI session with key through the login form, as a browser
-// does, and returns a client carrying its cookie.
-func logIn(ctx context.Context, base, key string) (*http.Client, error) {
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		return nil, err
-	}
-	c := &http.Client{Jar: jar, Timeout: 10 * time.Minute,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/login", nil)
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	m := regexp.MustCompile(`name="_csrf" value="([^"]+)"`).FindSubmatch(body)
-	if m == nil {
-		return nil, errors.New("login page has no CSRF field")
-	}
-	form := url.Values{"key": {key}, "next": {"/"}, "_csrf": {string(m[1])}}
-	req, _ = http.NewRequestWithContext(ctx, http.MethodPost, base+"/login", strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if resp, err = c.Do(req); err != nil {
-		return nil, err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther {
-		return nil, fmt.Errorf("log in: HTTP %d", resp.StatusCode)
-	}
-	return c, nil
-}
-
 // keptDataset describes the dataset left in a --keep dir.
 type keptDataset struct {
 	End      time.Time
@@ -511,7 +476,7 @@ func measureHTTP(ctx context.Context, dataDir, dbURL string, d *dataset, res *si
 	defer a.Stop(context.Background())
 	client := &http.Client{Timeout: 10 * time.Minute}
 	rfc := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
-	browser, err := logIn(ctx, "http://"+a.HTTPAddr, benchKey)
+	browser, err := uiclient.LogIn(ctx, "http://"+a.HTTPAddr, benchKey)
 	if err != nil {
 		return err
 	}
