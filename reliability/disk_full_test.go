@@ -185,6 +185,19 @@ func TestDiskFullAndReadOnlyDataDir(t *testing.T) {
 		t.Logf("%s: /readyz %d %s; gRPC export %v; /metrics failed exports %.0f", phase, ready.code, strings.TrimSpace(ready.body), code, failedExports())
 	}
 
+	// recovered follows a fault's end: exports are acknowledged again, and
+	// the backlog reaches ClickHouse without a restart.
+	recovered := func(phase, after string) {
+		t.Helper()
+		load.setPhase(phase)
+		took := waitForOutcome(phase, "200", 60*time.Second)
+		t.Logf("%s: exports acknowledged again after %v", phase, took.Round(time.Millisecond))
+		time.Sleep(2 * time.Second)
+		load.setPhase(after)
+		time.Sleep(3 * time.Second)
+		t.Logf("%s: every acknowledged row in ClickHouse %v later", after, allWritten(after).Round(time.Millisecond))
+	}
+
 	load.setPhase("before")
 	time.Sleep(3 * time.Second)
 	if n := load.count("before", "200"); n == 0 {
@@ -241,13 +254,7 @@ func TestDiskFullAndReadOnlyDataDir(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	load.setPhase("space freed")
-	took = waitForOutcome("space freed", "200", 60*time.Second)
-	t.Logf("space freed: exports acknowledged again after %v", took.Round(time.Millisecond))
-	time.Sleep(2 * time.Second)
-	load.setPhase("after disk full")
-	time.Sleep(3 * time.Second)
-	t.Logf("after disk full: every acknowledged row in ClickHouse %v later", allWritten("after disk full").Round(time.Millisecond))
+	recovered("space freed", "after disk full")
 
 	// 3. The data dir turns read-only (a bind mount of it, remounted ro:
 	// the tmpfs itself cannot go ro while the server has files open).
@@ -281,13 +288,7 @@ func TestDiskFullAndReadOnlyDataDir(t *testing.T) {
 	if err := mountCmd("mount", "-o", "remount,bind,rw", dataDir); err != nil {
 		t.Fatal(err)
 	}
-	load.setPhase("writable")
-	took = waitForOutcome("writable", "200", 60*time.Second)
-	t.Logf("writable: exports acknowledged again after %v", took.Round(time.Millisecond))
-	time.Sleep(2 * time.Second)
-	load.setPhase("after read-only")
-	time.Sleep(3 * time.Second)
-	t.Logf("after read-only: every acknowledged row in ClickHouse %v later", allWritten("after read-only").Round(time.Millisecond))
+	recovered("writable", "after read-only")
 	load.stop()
 
 	for _, l := range load.summary() {
