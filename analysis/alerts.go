@@ -304,23 +304,8 @@ func metricLabel(s postgres.SLO) string {
 
 // verdictLabel names a verdict in words, as the pages do.
 func verdictLabel(v diagnose.Verdict) string {
-	switch v {
-	case diagnose.VerdictQueueing:
-		return "Queueing"
-	case diagnose.VerdictPrefill:
-		return "Prefill"
-	case diagnose.VerdictColdStart:
-		return "Cold start"
-	case diagnose.VerdictNetwork:
-		return "Network"
-	case diagnose.VerdictPreInference:
-		return "Pre-inference"
-	case diagnose.VerdictDecode:
-		return "Decode"
-	case diagnose.VerdictProvider:
-		return "Provider"
-	case diagnose.VerdictHealthy:
-		return "Healthy"
+	if l := v.Label(); l != "" {
+		return l
 	}
 	return "No verdict"
 }

@@ -2,8 +2,6 @@ package share
 
 import (
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 	"time"
 
@@ -113,7 +111,7 @@ func (s Snapshot) Description() string {
 		parts = append(parts, fmt.Sprintf("%d spans across %s.", len(s.Trace.Spans), strings.Join(services, ", ")))
 		for _, r := range s.Trace.Requests {
 			if r.TTFT != nil && r.Queue != nil && r.Prefill != nil {
-				parts = append(parts, fmt.Sprintf("%s: TTFT %s (queue %s, prefill %s).", r.Model, fmtMs(*r.TTFT), fmtMs(*r.Queue), fmtMs(*r.Prefill)))
+				parts = append(parts, fmt.Sprintf("%s: TTFT %s (queue %s, prefill %s).", r.Model, diagnose.FormatMs(*r.TTFT), diagnose.FormatMs(*r.Queue), diagnose.FormatMs(*r.Prefill)))
 				break
 			}
 		}
@@ -140,22 +138,9 @@ func (t *TraceData) Summary() string {
 	}
 	s := fmt.Sprintf("Trace %s…: %d %s", t.TraceID[:min(8, len(t.TraceID))], n, calls)
 	if slowest > 0 {
-		s += ", slowest TTFT " + fmtMs(slowest)
+		s += ", slowest TTFT " + diagnose.FormatMs(slowest)
 	}
 	return s
-}
-
-// fmtMs writes a latency for a title: "3.4 ms", "850 ms", "1.25 s".
-func fmtMs(ms float64) string {
-	switch a := math.Abs(ms); {
-	case a < 10:
-		return strings.TrimSuffix(strconv.FormatFloat(ms, 'f', 1, 64), ".0") + " ms"
-	case a < 999.5:
-		return strconv.FormatFloat(ms, 'f', 0, 64) + " ms"
-	case a < 9995:
-		return strings.TrimSuffix(strconv.FormatFloat(ms/1000, 'f', 2, 64), "0") + " s"
-	}
-	return strconv.FormatFloat(ms/1000, 'f', 1, 64) + " s"
 }
 
 // metricWords names comparison metrics in the words pages use.
@@ -178,7 +163,7 @@ func CompareSentence(c diagnose.Comparison) string {
 	for _, name := range []string{diagnose.ComponentTTFT, diagnose.ComponentE2E} {
 		for _, ch := range c.Changes {
 			if ch.Name == name && ch.Before.P95 != nil && ch.After.P95 != nil {
-				head = fmt.Sprintf("%s p95 %s → %s", MetricLabel(name), fmtMs(*ch.Before.P95), fmtMs(*ch.After.P95))
+				head = fmt.Sprintf("%s p95 %s → %s", MetricLabel(name), diagnose.FormatMs(*ch.Before.P95), diagnose.FormatMs(*ch.After.P95))
 				break
 			}
 		}

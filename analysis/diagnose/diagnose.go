@@ -114,6 +114,16 @@ const (
 	VerdictHealthy  Verdict = "healthy"
 )
 
+// Label names a verdict in words for pages and alerts ("Cold start"); ""
+// for anything that is not a verdict.
+func (v Verdict) Label() string {
+	return map[Verdict]string{
+		VerdictQueueing: "Queueing", VerdictPrefill: "Prefill", VerdictColdStart: "Cold start",
+		VerdictNetwork: "Network", VerdictPreInference: "Pre-inference", VerdictDecode: "Decode",
+		VerdictProvider: "Provider", VerdictHealthy: "Healthy",
+	}[v]
+}
+
 // Evidence is one numbered finding with the figures it quotes, so a page can
 // chart or highlight them without parsing the sentence.
 type Evidence struct {

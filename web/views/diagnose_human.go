@@ -10,25 +10,20 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tokenpath/tokenpath/analysis/diagnose"
 )
 
 // NoValue stands in for an unknown figure.
 const NoValue = "—"
 
-// HumanMs formats milliseconds: "3.4 ms", "850 ms", "1.25 s", "12.5 s".
+// HumanMs formats milliseconds: "3.4 ms", "850 ms", "1.25 s", "12.5 s" (the
+// diagnosis's own wording), NoValue when not a number.
 func HumanMs(ms float64) string {
-	switch a := math.Abs(ms); {
-	case math.IsNaN(ms) || math.IsInf(ms, 0):
+	if math.IsNaN(ms) || math.IsInf(ms, 0) {
 		return NoValue
-	case a < 10:
-		return strings.TrimSuffix(strconv.FormatFloat(ms, 'f', 1, 64), ".0") + " ms"
-	case a < 999.5:
-		return strconv.FormatFloat(ms, 'f', 0, 64) + " ms"
-	case a < 9995:
-		return strings.TrimSuffix(strconv.FormatFloat(ms/1000, 'f', 2, 64), "0") + " s"
-	default:
-		return strconv.FormatFloat(ms/1000, 'f', 1, 64) + " s"
 	}
+	return diagnose.FormatMs(ms)
 }
 
 // HumanMsPtr formats a nullable latency.
