@@ -80,7 +80,7 @@ func (q *Queries) Overview(ctx context.Context, r OverviewRequest) (Overview, er
 			sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens
 		FROM llm_requests FINAL ARRAY JOIN `+serviceNames+`
 		WHERE project_id = ? AND start >= ? AND start < ?
-		GROUP BY name ORDER BY n DESC, name`+finalSettings, r.Project, w.From, w.To)
+		GROUP BY name ORDER BY n DESC, name`+FinalSettings, r.Project, w.From, w.To)
 	if err != nil {
 		return out, fmt.Errorf("overview per service: %w", err)
 	}
@@ -133,7 +133,7 @@ func (q *Queries) overviewTrends(ctx context.Context, r OverviewRequest, out *Ov
 	res, err := q.CH.Query(ctx, `SELECT name, toStartOfInterval(start, INTERVAL ? SECOND) AS bucket, quantile(0.95)(ttft_ms) AS p95
 		FROM llm_requests FINAL ARRAY JOIN `+serviceNames+`
 		WHERE project_id = ? AND start >= ? AND start < ?
-		GROUP BY name, bucket`+finalSettings, width, r.Project, r.Window.From, r.Window.To)
+		GROUP BY name, bucket`+FinalSettings, width, r.Project, r.Window.From, r.Window.To)
 	if err != nil {
 		return fmt.Errorf("overview trends: %w", err)
 	}
@@ -155,7 +155,7 @@ func (q *Queries) overviewModels(ctx context.Context, r OverviewRequest) ([]Mode
 			quantile(0.5)(itl_ms) AS itl_p50, quantile(0.5)(input_tokens) AS in_p50, quantile(0.5)(output_tokens) AS out_p50,
 			avg(error) AS error_rate
 		FROM llm_requests FINAL WHERE project_id = ? AND start >= ? AND start < ?
-		GROUP BY model ORDER BY n DESC, model`+finalSettings, r.Project, r.Window.From, r.Window.To)
+		GROUP BY model ORDER BY n DESC, model`+FinalSettings, r.Project, r.Window.From, r.Window.To)
 	if err != nil {
 		return nil, fmt.Errorf("overview per model: %w", err)
 	}

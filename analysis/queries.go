@@ -87,7 +87,7 @@ func (f RequestFilter) where() (string, []any) {
 func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LLMRequest, int, error) {
 	where, args := f.where()
 	if f.Slow {
-		p90, err := q.CH.Query(ctx, "SELECT quantile(0.9)(coalesce(ttft_ms, e2e_ms)) AS p FROM llm_requests FINAL WHERE "+where+finalSettings, args...)
+		p90, err := q.CH.Query(ctx, "SELECT quantile(0.9)(coalesce(ttft_ms, e2e_ms)) AS p FROM llm_requests FINAL WHERE "+where+FinalSettings, args...)
 		if err != nil {
 			return nil, 0, fmt.Errorf("slow threshold: %w", err)
 		}
@@ -109,7 +109,7 @@ func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LL
 	}
 	page := func(where string, args []any) (*clickhouse.Result, error) {
 		r, err := q.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE "+where+
-			" ORDER BY "+col+" "+dir+" NULLS LAST, start DESC LIMIT ? OFFSET ?"+finalSettings, append(args, f.Limit, f.Offset)...)
+			" ORDER BY "+col+" "+dir+" NULLS LAST, start DESC LIMIT ? OFFSET ?"+FinalSettings, append(args, f.Limit, f.Offset)...)
 		if err != nil {
 			return nil, fmt.Errorf("list requests: %w", err)
 		}
@@ -230,15 +230,16 @@ func (q *Queries) Diagnose(ctx context.Context, d DiagnoseRequest) (diagnose.Dia
 	return diagnose.Diagnose(in), nil
 }
 
-// finalSettings go with every FINAL read of llm_requests: a request's
+// FinalSettings go with every FINAL read of llm_requests (the query bench
+// issues the same statements): a request's
 // versions share its start, so they always sit in the same day partition
 // and FINAL may merge each partition on its own (in parallel, and not at
 // all for a partition with one part).
-const finalSettings = " SETTINGS do_not_merge_across_partitions_select_final = 1"
+const FinalSettings = " SETTINGS do_not_merge_across_partitions_select_final = 1"
 
 // countWhere is the exact number of requests matching a where clause.
 func (q *Queries) countWhere(ctx context.Context, where string, args []any) (int, error) {
-	r, err := q.CH.Query(ctx, "SELECT count() AS n FROM llm_requests FINAL WHERE "+where+finalSettings, args...)
+	r, err := q.CH.Query(ctx, "SELECT count() AS n FROM llm_requests FINAL WHERE "+where+FinalSettings, args...)
 	if err != nil {
 		return 0, fmt.Errorf("count requests: %w", err)
 	}
@@ -328,9 +329,9 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 // a busy day interactive on two cores.
 const DefaultMaxRows = 50_000
 
-// sampleBuckets is the hash modulus of the sample: a window keeps
-// (maxRows × sampleBuckets / total) of every sampleBuckets hash values.
-const sampleBuckets = 4096
+// SampleBuckets is the hash modulus of the sample: a window keeps
+// ⌈maxRows × SampleBuckets / total⌉ of every SampleBuckets hash values.
+const SampleBuckets = 4096
 
 func (q *Queries) maxRows() int {
 	if q.MaxRows > 0 {
@@ -365,12 +366,12 @@ func (q *Queries) load(ctx context.Context, f RequestFilter) (loadedRequests, er
 		if out.sampledFrom, err = q.countWhere(ctx, where, args); err != nil {
 			return out, err
 		}
-		keep := max(1, (limit*sampleBuckets+out.sampledFrom-1)/out.sampledFrom)
+		keep := max(1, (limit*SampleBuckets+out.sampledFrom-1)/out.sampledFrom)
 		where += " AND cityHash64(trace_id, span_id) % ? < ?"
-		args = append(args, sampleBuckets, keep)
+		args = append(args, SampleBuckets, keep)
 	}
 	// The LIMIT only guards memory; the sample already holds ~limit rows.
-	r, err = q.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE "+where+" LIMIT ?"+finalSettings,
+	r, err = q.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE "+where+" LIMIT ?"+FinalSettings,
 		append(args, 2*limit)...)
 	if err != nil {
 		return out, fmt.Errorf("load requests: %w", err)

@@ -116,7 +116,7 @@ func (q *Queries) SLOStatus(ctx context.Context, project uint32, s postgres.SLO,
 		"quantileIf(?)(" + col + ", start >= ?) AS current, " +
 		"countIf(start >= ?) AS n_long, countIf(start >= ? AND " + bad + ") AS bad_long, " +
 		"countIf(start >= ?) AS n_short, countIf(start >= ? AND " + bad + ") AS bad_short " +
-		"FROM llm_requests FINAL WHERE " + where + " AND " + col + " IS NOT NULL" + finalSettings
+		"FROM llm_requests FINAL WHERE " + where + " AND " + col + " IS NOT NULL" + FinalSettings
 	q0 := s.Percentile / 100
 	params := append([]any{st.Window.From, st.Window.From, s.ThresholdMs, q0, st.Window.From,
 		long, long, s.ThresholdMs, short, short, s.ThresholdMs}, args...)

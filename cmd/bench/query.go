@@ -342,12 +342,12 @@ func loadStatement(project uint32, r diagnose.Range) statement {
 	where, args := requestWhere(project, r)
 	// One statement standing for analysis.Queries.load's count + sample.
 	return statement{"SELECT " + clickhouse.RequestColumns + " FROM llm_requests FINAL WHERE " + where +
-		" AND cityHash64(trace_id, span_id) % 4096 < greatest(1, intDiv(? * 4096, greatest(1, (SELECT count() FROM llm_requests FINAL WHERE " + where + ")))) LIMIT ?" + finalSettings,
-		append(append(append(append([]any{}, args...), analysis.DefaultMaxRows), args...), 2*analysis.DefaultMaxRows)}
+		" AND cityHash64(trace_id, span_id) % ? < greatest(1, ceil(? * ? / greatest(1, (SELECT count() FROM llm_requests FINAL WHERE " + where + ")))) LIMIT ?" + finalSettings,
+		append(append(append(append([]any{}, args...), analysis.SampleBuckets, analysis.DefaultMaxRows, analysis.SampleBuckets), args...), 2*analysis.DefaultMaxRows)}
 }
 
-// finalSettings mirrors analysis's FINAL reads.
-const finalSettings = " SETTINGS do_not_merge_across_partitions_select_final = 1"
+// finalSettings are analysis's settings of every FINAL read.
+const finalSettings = analysis.FinalSettings
 
 func metricsStatement(project uint32, r diagnose.Range, width time.Duration) statement {
 	return statement{`SELECT max(time) AS at, service, instance, name, max(value) AS peak FROM metric_points
