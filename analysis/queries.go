@@ -2,7 +2,9 @@ package analysis
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -248,11 +250,16 @@ func (q *Queries) countWhere(ctx context.Context, where string, args []any) (int
 
 // Compare loads two windows (before = a, after = b) and compares them.
 func (q *Queries) Compare(ctx context.Context, project uint32, a, b diagnose.Range, service, model string, prices map[string]diagnose.Price) (diagnose.Comparison, error) {
-	before, err := q.load(ctx, RequestFilter{Project: project, From: a.From, To: a.To, Service: service, Model: model})
-	if err != nil {
-		return diagnose.Comparison{}, err
-	}
-	after, err := q.load(ctx, RequestFilter{Project: project, From: b.From, To: b.To, Service: service, Model: model})
+	var before, after loadedRequests
+	err := both(
+		func() (err error) {
+			before, err = q.load(ctx, RequestFilter{Project: project, From: a.From, To: a.To, Service: service, Model: model}, q.maxRows())
+			return err
+		},
+		func() (err error) {
+			after, err = q.load(ctx, RequestFilter{Project: project, From: b.From, To: b.To, Service: service, Model: model}, q.maxRows())
+			return err
+		})
 	if err != nil {
 		return diagnose.Comparison{}, err
 	}
@@ -266,7 +273,7 @@ func (q *Queries) Compare(ctx context.Context, project uint32, a, b diagnose.Ran
 		return diagnose.Comparison{}, err
 	}
 	return diagnose.Compare(before.reqs, after.reqs, diagnose.CompareOptions{BeforeMetrics: bm, AfterMetrics: am, Prices: prices,
-		BeforeTotal: before.sampledFrom, AfterTotal: after.sampledFrom}), nil
+		BeforeTotal: before.sampledFrom, AfterTotal: after.sampledFrom, TotalsEstimated: before.estimated || after.estimated}), nil
 }
 
 // Series returns the diagnosis time series for the window alone.
@@ -285,18 +292,27 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 		d.Baseline = diagnose.DefaultBaseline(d.Window)
 	}
 	in := diagnose.Input{Window: d.Window, Baseline: d.Baseline, SLO: d.SLO, Prices: d.Prices}
-	win, err := q.load(ctx, RequestFilter{Project: d.Project, From: d.Window.From, To: d.Window.To, Service: d.Service, Model: d.Model})
+	var win, base loadedRequests
+	err := both(
+		func() (err error) {
+			win, err = q.load(ctx, RequestFilter{Project: d.Project, From: d.Window.From, To: d.Window.To, Service: d.Service, Model: d.Model}, q.maxRows())
+			return err
+		},
+		func() (err error) {
+			if !withBaseline {
+				return nil
+			}
+			// The baseline only gives reference percentiles and shares:
+			// half the window's sample is plenty, and halves its cost.
+			base, err = q.load(ctx, RequestFilter{Project: d.Project, From: d.Baseline.From, To: d.Baseline.To, Service: d.Service, Model: d.Model}, q.maxRows()/2)
+			return err
+		})
 	if err != nil {
 		return in, err
 	}
 	in.Requests, in.WindowTotal = win.reqs, win.sampledFrom
-	if withBaseline {
-		base, err := q.load(ctx, RequestFilter{Project: d.Project, From: d.Baseline.From, To: d.Baseline.To, Service: d.Service, Model: d.Model})
-		if err != nil {
-			return in, err
-		}
-		in.BaselineRequests, in.BaselineTotal = base.reqs, base.sampledFrom
-	}
+	in.BaselineRequests, in.BaselineTotal = base.reqs, base.sampledFrom
+	in.TotalsEstimated = win.estimated || base.estimated
 	servers := serverServices(append(append([]telemetry.LLMRequest{}, in.Requests...), in.BaselineRequests...), d.Service)
 	// Gauges come pre-aggregated to the chart's bucket width, window and
 	// baseline read apart so no bucket mixes the two.
@@ -333,6 +349,16 @@ const DefaultMaxRows = 50_000
 // ⌈maxRows × SampleBuckets / total⌉ of every SampleBuckets hash values.
 const SampleBuckets = 4096
 
+// The llm_requests_sample table (migration 0005) holds the requests whose
+// hash is below sampleTableKeep, those below sampleLevel0Keep first
+// (sample_level 0). A sample that keeps no more hash values than a level
+// holds reads the table instead of llm_requests: the same rows, a sixteenth
+// or a 256th of the reading.
+const (
+	sampleTableKeep  = 256
+	sampleLevel0Keep = 16
+)
+
 func (q *Queries) maxRows() int {
 	if q.MaxRows > 0 {
 		return q.MaxRows
@@ -343,40 +369,88 @@ func (q *Queries) maxRows() int {
 // loadedRequests are a window's requests, time-ordered.
 type loadedRequests struct {
 	reqs []telemetry.LLMRequest
-	// sampledFrom is the exact number of requests in the window when reqs
-	// is a sample of them, else 0.
+	// sampledFrom is the number of requests in the window when reqs is a
+	// sample of them, else 0; estimated says it was scaled up from the
+	// sample rather than counted.
 	sampledFrom int
+	estimated   bool
+}
+
+// SamplePlan says where a window's requests are read from, given a rough
+// count of them (the number of stored rows, versions included).
+type SamplePlan struct {
+	Table string
+	// Keep is how many of SampleBuckets hash values are read; SampleBuckets
+	// (no sampling) when the window holds at most the row limit.
+	Keep int
+	// Level0 restricts the sample table to sample_level 0.
+	Level0 bool
+}
+
+// PlanSample chooses the cheapest way to read about limit of rough rows.
+func PlanSample(rough, limit int) SamplePlan {
+	if rough <= limit {
+		return SamplePlan{Table: "llm_requests", Keep: SampleBuckets}
+	}
+	keep := max(1, (limit*SampleBuckets+rough-1)/rough)
+	switch {
+	case keep <= sampleLevel0Keep:
+		return SamplePlan{Table: "llm_requests_sample", Keep: keep, Level0: true}
+	case keep <= sampleTableKeep:
+		return SamplePlan{Table: "llm_requests_sample", Keep: keep}
+	}
+	return SamplePlan{Table: "llm_requests", Keep: keep}
+}
+
+// Sampled reports whether the plan reads a sample.
+func (p SamplePlan) Sampled() bool { return p.Keep < SampleBuckets }
+
+// SQL is the statement reading the plan's rows of a window (where, args);
+// limit only guards memory, the sample already holds about limit rows.
+func (p SamplePlan) SQL(where string, args []any, limit int) (string, []any) {
+	args = append([]any{}, args...)
+	if p.Level0 {
+		where += " AND sample_level = 0"
+	}
+	if p.Sampled() {
+		where += " AND cityHash64(trace_id, span_id) % ? < ?"
+		args = append(args, SampleBuckets, p.Keep)
+	}
+	return "SELECT " + clickhouse.RequestColumns + " FROM " + p.Table + " FINAL WHERE " + where + " LIMIT ?" + FinalSettings,
+		append(args, 2*limit)
 }
 
 // load reads the requests of a window: all of them up to MaxRows, else a
 // uniform sample chosen by hash modulo (a filter the engine applies while
 // reading, far cheaper than ordering every row by hash).
-func (q *Queries) load(ctx context.Context, f RequestFilter) (loadedRequests, error) {
+func (q *Queries) load(ctx context.Context, f RequestFilter, limit int) (loadedRequests, error) {
 	where, args := f.where()
-	limit := q.maxRows()
 	// Without FINAL the count may include versions not merged yet: an
 	// overcount, so the sample errs on the small side. Cheap either way.
 	r, err := q.CH.Query(ctx, "SELECT count() AS n FROM llm_requests WHERE "+where, args...)
 	if err != nil {
 		return loadedRequests{}, fmt.Errorf("count requests: %w", err)
 	}
-	rough := int(r.Row(0).Int("n"))
+	plan := PlanSample(int(r.Row(0).Int("n")), limit)
 	var out loadedRequests
-	if rough > limit {
+	if plan.Sampled() && plan.Table == "llm_requests" {
+		// Counting under FINAL costs about what the read does here.
 		if out.sampledFrom, err = q.countWhere(ctx, where, args); err != nil {
 			return out, err
 		}
-		keep := max(1, (limit*SampleBuckets+out.sampledFrom-1)/out.sampledFrom)
-		where += " AND cityHash64(trace_id, span_id) % ? < ?"
-		args = append(args, SampleBuckets, keep)
 	}
-	// The LIMIT only guards memory; the sample already holds ~limit rows.
-	r, err = q.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE "+where+" LIMIT ?"+FinalSettings,
-		append(args, 2*limit)...)
-	if err != nil {
+	sql, sqlArgs := plan.SQL(where, args, limit)
+	if r, err = q.CH.Query(ctx, sql, sqlArgs...); err != nil {
 		return out, fmt.Errorf("load requests: %w", err)
 	}
 	out.reqs = clickhouse.ScanRequests(r)
+	if plan.Sampled() && plan.Table != "llm_requests" {
+		// Counting the window exactly would read every row the sample
+		// table spares; the sample's size scaled up is within a percent
+		// or so (a 50k-row sample's relative error is ~0.5 %).
+		out.sampledFrom = max(len(out.reqs), int(math.Round(float64(len(out.reqs))*SampleBuckets/float64(plan.Keep))))
+		out.estimated = true
+	}
 	sort.Slice(out.reqs, func(i, j int) bool { return out.reqs[i].Start.Before(out.reqs[j].Start) })
 	return out, nil
 }
@@ -439,6 +513,20 @@ func (q *Queries) Trace(ctx context.Context, project uint32, traceID string) ([]
 		return nil, nil, err
 	}
 	return clickhouse.ScanSpans(r), reqs, nil
+}
+
+// both runs two loads at once: one's rows decode in Go while the engine
+// reads the other's.
+func both(a, b func() error) error {
+	var errB error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		errB = b()
+	}()
+	errA := a()
+	<-done
+	return errors.Join(errA, errB)
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -82,3 +82,94 @@ func TestDiagnoseSampleKeepsTrueCounts(t *testing.T) {
 		t.Errorf("steady traffic diagnosed as %s: %s", d.Verdict, d.Summary)
 	}
 }
+
+// Long windows read the stored sample (llm_requests_sample): it holds
+// exactly the requests whose hash falls in its share, follows later
+// versions and tombstones as llm_requests does, and a diagnosis read from
+// it reports an estimated count close to the truth.
+func TestDiagnoseReadsStoredSample(t *testing.T) {
+	srv := apptest.Start(t, apptest.Options{})
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Second)
+	window := diagnose.Range{From: now.Add(-10 * time.Minute), To: now}
+	const n = 20_000
+	rows := make([]telemetry.LLMRequest, n)
+	for i := range rows {
+		rows[i] = telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("%032x", i+1), SpanID: fmt.Sprintf("%016x", i+1),
+			Service: "chat", Model: "m", Start: window.From.Add(time.Duration(i) * 30 * time.Millisecond),
+			TTFT: telemetry.Ptr(100 + float64(i%7)), E2E: telemetry.Ptr(900.0)}
+	}
+	if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(rows, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// A later version of the first 2000 rows (slower) and a tombstone for
+	// the next 1000: the sample must show the same final state.
+	var later []telemetry.LLMRequest
+	for i := 0; i < 2000; i++ {
+		r := rows[i]
+		r.TTFT = telemetry.Ptr(5000.0)
+		later = append(later, r)
+	}
+	if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(later, rows[2000:3000], 2)); err != nil {
+		t.Fatal(err)
+	}
+	sameAsMain := func(what string) {
+		t.Helper()
+		for _, c := range []struct{ main, sample string }{
+			{"cityHash64(trace_id, span_id) % 4096 < 256", "1"},
+			{"cityHash64(trace_id, span_id) % 4096 < 16", "sample_level = 0"},
+			{"cityHash64(trace_id, span_id) % 4096 < 256 AND ttft_ms = 5000", "ttft_ms = 5000"},
+		} {
+			want := count(t, srv.CH, "SELECT count() AS n FROM llm_requests FINAL WHERE "+c.main)
+			got := count(t, srv.CH, "SELECT count() AS n FROM llm_requests_sample FINAL WHERE "+c.sample)
+			if got != want || want == 0 {
+				t.Errorf("%s: sample has %d rows where %s, llm_requests %d", what, got, c.sample, want)
+			}
+		}
+	}
+	sameAsMain("written through the view")
+
+	// The migration's backfill rebuilds the sample of rows stored before it.
+	if err := srv.CH.Exec(ctx, "TRUNCATE TABLE llm_requests_sample"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.CH.Exec(ctx, "DELETE FROM schema_migrations WHERE version = '0005_llm_requests_sample'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.CH.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sameAsMain("backfilled by the migration")
+
+	live := n - 1000
+	for _, maxRows := range []int{300, 40} { // keeps 62 and 9 of 4096 hash values: the whole table, then level 0
+		d, err := (&analysis.Queries{CH: srv.CH, MaxRows: maxRows}).Diagnose(ctx, analysis.DiagnoseRequest{Project: 1, Window: window, Service: "chat"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.RequestsEstimated || d.AnalyzedRequests < maxRows/3 || d.AnalyzedRequests > 2*maxRows {
+			t.Errorf("max %d rows: analyzed %d (estimated %v), want a stored sample of about %d", maxRows, d.AnalyzedRequests, d.RequestsEstimated, maxRows)
+		}
+		if lo, hi := live*6/10, live*14/10; d.Requests < lo || d.Requests > hi {
+			t.Errorf("max %d rows: estimated %d requests, want %d ± 40 %%", maxRows, d.Requests, live)
+		}
+	}
+	if plan := analysis.PlanSample(live, 300); plan.Table != "llm_requests_sample" || plan.Level0 {
+		t.Errorf("plan for 300 of %d rows: %+v", live, plan)
+	}
+	if plan := analysis.PlanSample(live, 40); !plan.Level0 {
+		t.Errorf("plan for 40 of %d rows: %+v", live, plan)
+	}
+	if plan := analysis.PlanSample(live, 5000); plan.Table != "llm_requests" || !plan.Sampled() {
+		t.Errorf("plan for 5000 of %d rows: %+v", live, plan)
+	}
+}
+
+func count(t *testing.T, ch *clickhouse.Store, sql string) int {
+	t.Helper()
+	r, err := ch.Query(context.Background(), sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(r.Row(0).Int("n"))
+}

@@ -137,6 +137,9 @@ func compareView(data *share.CompareData, live bool) views.CompareView {
 	}
 	v.BeforeCount = "before: " + countNoun(c.BeforeRequests, "request")
 	v.AfterCount = "after: " + countNoun(c.AfterRequests, "request")
+	if c.RequestsEstimated {
+		v.BeforeCount, v.AfterCount = "before: about "+countNoun(c.BeforeRequests, "request"), "after: about "+countNoun(c.AfterRequests, "request")
+	}
 	v.ErrorRates = "errors " + views.HumanPct(c.BeforeErrorRate) + " → " + views.HumanPct(c.AfterErrorRate)
 	dq := url.Values{}
 	if p.Service != "" {

@@ -239,6 +239,9 @@ func diagnoseView(data *share.DiagnoseData, live bool) views.DiagnoseView {
 	v.BaselineText = "Baseline: " + views.HumanRange(base.From, base.To) + " (" + how + ")"
 
 	v.CountsText = fmt.Sprintf("%s in the window, %s in the baseline", countNoun(d.Requests, "request"), countNoun(d.BaselineRequests, "request"))
+	if d.RequestsEstimated {
+		v.CountsText = "About " + v.CountsText
+	}
 	if !v.HasBaseline && d.Requests > 0 {
 		v.CountsText += " — too few to compare with, so the window is judged on its own"
 	}
@@ -246,6 +249,9 @@ func diagnoseView(data *share.DiagnoseData, live bool) views.DiagnoseView {
 	if d.AnalyzedRequests > 0 && d.AnalyzedRequests < d.Requests {
 		v.CountsText += fmt.Sprintf(" Percentiles and evidence come from a uniform sample of %s of them; counts and rates are scaled to the whole window.",
 			views.HumanInt(d.AnalyzedRequests))
+		if d.RequestsEstimated {
+			v.CountsText += " The counts themselves are the stored sample's size scaled up (within about a percent)."
+		}
 	}
 	for _, e := range d.Evidence {
 		v.Evidence = append(v.Evidence, views.Finding{N: e.N, Text: e.Text})

@@ -88,17 +88,18 @@ func Diagnose(in Input) Diagnosis {
 	a.slo = sloResult(in.SLO, in.Requests)
 
 	d := Diagnosis{
-		Verdict:          VerdictHealthy,
-		TTFT:             Percentiles{a.comps[ComponentTTFT].P50, a.comps[ComponentTTFT].P95, a.comps[ComponentTTFT].P99},
-		Components:       a.comps,
-		Series:           a.series,
-		Correlations:     a.corrs,
-		Window:           in.Window,
-		Baseline:         in.Baseline,
-		BucketSeconds:    a.width.Seconds(),
-		Requests:         orLen(in.WindowTotal, len(in.Requests)),
-		BaselineRequests: orLen(in.BaselineTotal, len(in.BaselineRequests)),
-		AnalyzedRequests: len(in.Requests),
+		Verdict:           VerdictHealthy,
+		TTFT:              Percentiles{a.comps[ComponentTTFT].P50, a.comps[ComponentTTFT].P95, a.comps[ComponentTTFT].P99},
+		Components:        a.comps,
+		Series:            a.series,
+		Correlations:      a.corrs,
+		Window:            in.Window,
+		Baseline:          in.Baseline,
+		BucketSeconds:     a.width.Seconds(),
+		Requests:          orLen(in.WindowTotal, len(in.Requests)),
+		BaselineRequests:  orLen(in.BaselineTotal, len(in.BaselineRequests)),
+		AnalyzedRequests:  len(in.Requests),
+		RequestsEstimated: in.TotalsEstimated,
 	}
 	d.Answers = Answers{
 		Workload: workloadShape(in.Requests),
@@ -109,7 +110,7 @@ func Diagnose(in Input) Diagnosis {
 	if a.hasBaseline {
 		c := compare(a.baseCols, a.winCols, CompareOptions{
 			BeforeMetrics: a.metricsBase, AfterMetrics: a.metricsWin, Prices: in.Prices,
-			BeforeTotal: in.BaselineTotal, AfterTotal: in.WindowTotal,
+			BeforeTotal: in.BaselineTotal, AfterTotal: in.WindowTotal, TotalsEstimated: in.TotalsEstimated,
 		})
 		d.Answers.Compare = &c
 	}

@@ -24,6 +24,8 @@ type CompareOptions struct {
 	// BeforeTotal and AfterTotal are the true request counts of sampled
 	// sides (0: the rows are complete).
 	BeforeTotal, AfterTotal int
+	// TotalsEstimated: a total was scaled up from its sample.
+	TotalsEstimated bool
 }
 
 // Change is one figure before and after. Delta is after − before, Ratio is
@@ -44,14 +46,16 @@ type Change struct {
 // Comparison is what changed between two windows of the same service: the
 // page that shows what an optimization cost elsewhere.
 type Comparison struct {
-	BeforeRequests  int      `json:"before_requests"`
-	AfterRequests   int      `json:"after_requests"`
-	BeforeErrorRate float64  `json:"before_error_rate"`
-	AfterErrorRate  float64  `json:"after_error_rate"`
-	Changes         []Change `json:"changes"`
-	Better          []string `json:"better"` // names that improved beyond noise
-	Worse           []string `json:"worse"`  // names that got worse beyond noise
-	Summary         string   `json:"summary"`
+	BeforeRequests int `json:"before_requests"`
+	AfterRequests  int `json:"after_requests"`
+	// RequestsEstimated: the counts are estimates from samples.
+	RequestsEstimated bool     `json:"requests_estimated,omitempty"`
+	BeforeErrorRate   float64  `json:"before_error_rate"`
+	AfterErrorRate    float64  `json:"after_error_rate"`
+	Changes           []Change `json:"changes"`
+	Better            []string `json:"better"` // names that improved beyond noise
+	Worse             []string `json:"worse"`  // names that got worse beyond noise
+	Summary           string   `json:"summary"`
 }
 
 // metric is one comparable figure: its samples on each side and how to
@@ -118,7 +122,7 @@ func compare(bc, ac *columns, opt CompareOptions) Comparison {
 	}
 
 	c := Comparison{
-		BeforeRequests: orLen(opt.BeforeTotal, len(before)), AfterRequests: orLen(opt.AfterTotal, len(after)),
+		BeforeRequests: orLen(opt.BeforeTotal, len(before)), AfterRequests: orLen(opt.AfterTotal, len(after)), RequestsEstimated: opt.TotalsEstimated,
 		BeforeErrorRate: errorRate(before), AfterErrorRate: errorRate(after),
 	}
 	var better, worse []string

@@ -80,6 +80,9 @@ type Input struct {
 	// are complete). Percentiles and shares read the sample; counts, rates
 	// and token sums are scaled up to the total.
 	WindowTotal, BaselineTotal int
+	// TotalsEstimated says a total was scaled up from its sample rather
+	// than counted (long windows read a stored sample; see analysis).
+	TotalsEstimated bool
 	// Metrics and Events cover both windows; names are canonical
 	// (MetricKVCacheUsage, MetricRequestsWaiting, MetricRequestsRunning).
 	Metrics []telemetry.MetricPoint
@@ -173,6 +176,9 @@ type Diagnosis struct {
 	// AnalyzedRequests is how many of the window's requests the figures
 	// were computed from: fewer than Requests when the window was sampled.
 	AnalyzedRequests int `json:"analyzed_requests"`
+	// RequestsEstimated: Requests and BaselineRequests are estimates from
+	// the sample (within about a percent), not counts.
+	RequestsEstimated bool `json:"requests_estimated,omitempty"`
 }
 
 // sampleScale is how many requests each loaded one stands for.

@@ -188,10 +188,15 @@ func runQuery(ctx context.Context, opts queryOptions) (*queryReport, error) {
 		}
 		err = func() error {
 			defer ch.Close()
+			// Also on a kept dataset: it gains migrations added since.
+			t0 := time.Now()
+			if err := ch.Migrate(ctx); err != nil {
+				return err
+			}
+			if took := time.Since(t0); took > time.Second {
+				logf("migrated the stored dataset in %s", took.Round(time.Millisecond))
+			}
 			if i == 0 && d.rows == 0 {
-				if err := ch.Migrate(ctx); err != nil {
-					return err
-				}
 				n, err := d.addGauges(ctx, ch)
 				if err != nil {
 					return fmt.Errorf("load gauges: %w", err)
@@ -338,12 +343,26 @@ func requestWhere(project uint32, r diagnose.Range) (string, []any) {
 	return "project_id = ? AND start >= ? AND start < ?", []any{project, r.From, r.To}
 }
 
-func loadStatement(project uint32, r diagnose.Range) statement {
+// roughCounter is analysis.Queries.load's first, cheap count of a window.
+type roughCounter func(diagnose.Range) int
+
+func newRoughCounter(ctx context.Context, ch *clickhouse.Store, project uint32) roughCounter {
+	return func(r diagnose.Range) int {
+		where, args := requestWhere(project, r)
+		res, err := ch.Query(ctx, "SELECT count() AS n FROM llm_requests WHERE "+where, args...)
+		if err != nil || res.Len() == 0 {
+			return 0
+		}
+		return int(res.Row(0).Int("n"))
+	}
+}
+
+// loadStatement is the read analysis.Queries.load plans for the window.
+// (a diagnosis's baseline reads half the rows: limit).
+func loadStatement(project uint32, r diagnose.Range, rough roughCounter, limit int) statement {
 	where, args := requestWhere(project, r)
-	// One statement standing for analysis.Queries.load's count + sample.
-	return statement{"SELECT " + clickhouse.RequestColumns + " FROM llm_requests FINAL WHERE " + where +
-		" AND cityHash64(trace_id, span_id) % ? < greatest(1, ceil(? * ? / greatest(1, (SELECT count() FROM llm_requests FINAL WHERE " + where + ")))) LIMIT ?" + finalSettings,
-		append(append(append(append([]any{}, args...), analysis.SampleBuckets, analysis.DefaultMaxRows, analysis.SampleBuckets), args...), 2*analysis.DefaultMaxRows)}
+	sql, args := analysis.PlanSample(rough(r), limit).SQL(where, args, limit)
+	return statement{sql, args}
 }
 
 // finalSettings are analysis's settings of every FINAL read.
@@ -367,7 +386,7 @@ func serverNames() []string {
 }
 
 // statements returns the op's statements; the first is its main one.
-func statements(op string, project uint32, window, before diagnose.Range) []statement {
+func statements(op string, project uint32, window, before diagnose.Range, rough roughCounter) []statement {
 	baseline := diagnose.DefaultBaseline(window)
 	span := diagnose.Range{From: baseline.From, To: window.To}
 	switch op {
@@ -383,12 +402,12 @@ func statements(op string, project uint32, window, before diagnose.Range) []stat
 		events := statement{"SELECT " + clickhouse.EventColumns + " FROM events FINAL WHERE project_id = ? AND service IN ? AND time >= ? AND time < ? ORDER BY time",
 			[]any{project, serverNames(), span.From, span.To}}
 		if op == "series" {
-			return []statement{loadStatement(project, window), metricsStatement(project, window, width), events}
+			return []statement{loadStatement(project, window, rough, analysis.DefaultMaxRows), metricsStatement(project, window, width), events}
 		}
-		return []statement{loadStatement(project, window), loadStatement(project, baseline), metricsStatement(project, window, width),
+		return []statement{loadStatement(project, window, rough, analysis.DefaultMaxRows), loadStatement(project, baseline, rough, analysis.DefaultMaxRows/2), metricsStatement(project, window, width),
 			metricsStatement(project, baseline, width), events}
 	case "compare":
-		return []statement{loadStatement(project, window), loadStatement(project, before), metricsStatement(project, before, diagnose.Buckets(before)),
+		return []statement{loadStatement(project, window, rough, analysis.DefaultMaxRows), loadStatement(project, before, rough, analysis.DefaultMaxRows), metricsStatement(project, before, diagnose.Buckets(before)),
 			metricsStatement(project, window, diagnose.Buckets(window))}
 	}
 	return nil
@@ -423,7 +442,7 @@ const (
 // measureOp times the op through analysis.Queries and its SQL alone.
 func measureOp(ctx context.Context, q *analysis.Queries, ch *clickhouse.Store, d *dataset, t *opTiming, w time.Duration, reps int) {
 	window, before := d.ranges(w)
-	sts := statements(t.Op, d.project, window, before)
+	sts := statements(t.Op, d.project, window, before, newRoughCounter(ctx, ch, d.project))
 	began := time.Now()
 	for i := 0; i < reps && (i == 0 || time.Since(began) < opBudget && median(t.API) < slowPage); i++ {
 		t0 := time.Now()

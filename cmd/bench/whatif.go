@@ -24,7 +24,7 @@ type whatIf struct {
 func whatIfs(ctx context.Context, ch *clickhouse.Store, d *dataset, reps int) []*whatIf {
 	window, _ := d.ranges(7 * 24 * time.Hour)
 	where, args := requestWhere(d.project, window)
-	load := loadStatement(d.project, window)
+	load := loadStatement(d.project, window, newRoughCounter(ctx, ch, d.project), analysis.DefaultMaxRows)
 	cases := []struct {
 		name, current, proposed string
 		before, after           statement
