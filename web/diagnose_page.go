@@ -45,11 +45,20 @@ func (s *Server) diagnosePage(c echo.Context) error {
 		code = http.StatusBadRequest
 		v = views.DiagnoseView{Live: true, Heading: subjectHeading(params.Service, params.Model), Error: msg}
 	} else {
-		data, err := s.shares().Diagnose(ctx, project, params)
-		if err != nil {
-			return s.internal(err)
+		data := &share.DiagnoseData{Params: params}
+		if c.QueryParam("wait") != "" {
+			if data, err = s.shares().Diagnose(ctx, project, params); err != nil {
+				return s.internal(err)
+			}
 		}
 		v = diagnoseView(data, true)
+		if c.QueryParam("wait") == "" {
+			// The frame answers at once; the diagnosis (up to two request
+			// samples of 50k and 25k rows, a second or so on a big window)
+			// follows through htmx for exactly the window the frame names.
+			v.ResultsHref = "/diagnose/results?" + params.Query(false).Encode()
+			v.WaitHref = params.Path() + "&wait=1"
+		}
 		v.ModelNote = modelNote(services, params.Service, params.Model)
 		tok, _ := c.Get(ctxCSRF).(string)
 		v.Share = &views.ShareBox{CSRF: tok, Path: params.Path(), Expiry: expiryOptions(),
@@ -58,6 +67,31 @@ func (s *Server) diagnosePage(c echo.Context) error {
 	v.Controls = diagnoseControls(params, services)
 	return s.renderPageOrPart(c, code, s.page(c, "Diagnosis · "+subjectHeading(params.Service, params.Model), "diagnose"),
 		views.DiagnosePage, views.DiagnoseBody, v)
+}
+
+// diagnoseResults answers the diagnose page's htmx request for the
+// diagnosis of the window its frame names. A failure shows in place of the
+// diagnosis (htmx swaps only successful answers), the frame stays usable.
+func (s *Server) diagnoseResults(c echo.Context) error {
+	ctx := c.Request().Context()
+	params, err := share.ParseDiagnose(c.QueryParams(), time.Now().UTC())
+	var v views.DiagnoseView
+	if err != nil {
+		msg, ok := shareInputError(err)
+		if !ok {
+			return s.internal(err)
+		}
+		v.Error = msg
+	} else if data, err := s.shares().Diagnose(ctx, projectOf(c), params); err != nil {
+		if ctx.Err() != nil {
+			return nil // the browser went away
+		}
+		s.deps.Log.Error("diagnose page", "err", err)
+		v.Error = "The diagnosis could not run: " + firstLine(err.Error()) + ". Reload the page to try again."
+	} else {
+		v = diagnoseView(data, true)
+	}
+	return render(c, http.StatusOK, views.DiagnoseResults(v))
 }
 
 // renderPageOrPart renders the whole page, or only its body for an htmx

@@ -33,11 +33,28 @@ func TestDiagnosePage(t *testing.T) {
 		t.Fatalf("the planted incident diagnoses as %q (%s), want queueing", api.Verdict, api.Summary)
 	}
 
-	r := c.get("/diagnose?" + in.windowQuery("rag-chat"))
-	if r.Code != http.StatusOK {
-		t.Fatalf("GET /diagnose: %d\n%s", r.Code, r.Body)
-	}
-	page := r.Body
+	page := c.diagnosePage(in.windowQuery("rag-chat"))
+
+	t.Run("frame first, diagnosis through htmx", func(t *testing.T) {
+		frame := c.page("/diagnose?" + in.windowQuery("rag-chat"))
+		mustContain(t, "the frame", frame, `data-pending="diagnosis"`, "Diagnosing rag-chat",
+			`<select id="pick-service"`, `action="/share"`, // pickers and share work before the diagnosis arrives
+			html.EscapeString("/diagnose?"+in.windowQuery("rag-chat")+"&wait=1")) // the link for browsers without script
+		if strings.Contains(frame, `class="verdict`) {
+			t.Error("the frame already holds a verdict: the diagnosis was computed before answering")
+		}
+		// Without script: the same page in one go.
+		whole := c.page("/diagnose?" + in.windowQuery("rag-chat") + "&wait=1")
+		if strings.Contains(whole, `data-pending=`) || !strings.Contains(whole, html.EscapeString(api.Summary)) {
+			t.Errorf("wait=1 does not compute the diagnosis in one go:\n%.600s", whole)
+		}
+		// A window the results request cannot read shows why, in place.
+		bad := c.page("/diagnose/results?from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z")
+		mustContain(t, "bad results request", bad, `role="alert"`, "must be before")
+		if strings.Contains(bad, "<html") {
+			t.Error("the results request answered a whole page")
+		}
+	})
 
 	t.Run("verdict", func(t *testing.T) {
 		mustContain(t, "the page", page,
@@ -153,12 +170,9 @@ func TestDiagnosePage(t *testing.T) {
 
 	t.Run("empty window", func(t *testing.T) {
 		q := url.Values{"service": {"rag-chat"}, "from": {"2020-01-01T00:00:00Z"}, "to": {"2020-01-01T01:00:00Z"}}
-		r := c.get("/diagnose?" + q.Encode())
-		if r.Code != http.StatusOK {
-			t.Fatalf("empty window: %d", r.Code)
-		}
-		mustContain(t, "the empty page", r.Body, "No LLM requests in this window", `<a href="/">See every service on the overview</a>`)
-		if strings.Contains(r.Body, `data-chart=`) {
+		body := c.diagnosePage(q.Encode())
+		mustContain(t, "the empty page", body, "No LLM requests in this window", `<a href="/">See every service on the overview</a>`)
+		if strings.Contains(body, `data-chart=`) {
 			t.Error("the empty page draws charts")
 		}
 	})

@@ -124,6 +124,22 @@ func (b *browser) page(path string) string {
 	return p.Body
 }
 
+// resultsHref finds where a diagnose page's frame loads its diagnosis.
+var resultsHref = regexp.MustCompile(`<div id="diagnosis" hx-get="([^"]+)" hx-trigger="load"`)
+
+// diagnosePage fetches /diagnose?query and the diagnosis its frame loads
+// (as htmx would), and returns both: the frame (which must answer 200)
+// followed by the diagnosis.
+func (b *browser) diagnosePage(query string) string {
+	b.t.Helper()
+	frame := b.page("/diagnose?" + query)
+	m := resultsHref.FindStringSubmatch(frame)
+	if m == nil {
+		b.t.Fatalf("the diagnose page does not load its diagnosis:\n%s", frame)
+	}
+	return frame + b.page(html.UnescapeString(m[1]))
+}
+
 // post submits a form with the session's CSRF token (unless the form
 // carries its own).
 func (b *browser) post(path string, form url.Values) page {

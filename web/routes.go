@@ -24,6 +24,7 @@ func (s *Server) pageRoutes(g *echo.Group) {
 
 	// diagnose_page.go, compare_page.go, share.go
 	g.GET("/diagnose", s.diagnosePage)
+	g.GET("/diagnose/results", s.diagnoseResults)
 	g.GET("/compare", s.comparePage)
 	g.POST("/share", s.createShareForm)
 	g.GET("/shares", s.sharesPage)

@@ -289,12 +289,12 @@ func TestShareLinks(t *testing.T) {
 		trace := in.Requests[len(in.Requests)-1].TraceID
 		tr := c.apiShare(apptest.Key, "/requests/"+trace, "")
 		beforeTrace := anon.get(sharePath(t, tr.URL))
-		for _, table := range []string{"llm_requests", "metric_points", "events", "spans"} {
+		for _, table := range []string{"llm_requests", "llm_requests_sample", "metric_points", "events", "spans"} {
 			if err := srv.CH.Exec(ctx, "TRUNCATE TABLE "+table); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if live := c.get(diagnosePath); !strings.Contains(live.Body, "No LLM requests in this window") {
+		if live := c.diagnosePage(strings.TrimPrefix(diagnosePath, "/diagnose?")); !strings.Contains(live, "No LLM requests in this window") {
 			t.Fatal("the rows are still there: the live page still diagnoses")
 		}
 		after := anon.get(path)

@@ -62,7 +62,10 @@ type opTiming struct {
 	API, HTTP, SQL, Engine, AllEngine []time.Duration
 	// Page is the HTML page showing the op (overview for series, the
 	// diagnose page, requests page, compare page), logged in.
-	Page     []time.Duration
+	Page []time.Duration
+	// Deferred is the part the page fetches after it has loaded (the
+	// diagnose page's diagnosis, /diagnose/results), logged in.
+	Deferred []time.Duration
 	MainRows int // rows the main statement returns
 	Err      string
 }
@@ -540,6 +543,12 @@ func measureHTTP(ctx context.Context, dataDir, dbURL string, d *dataset, res *si
 		pu := "http://" + a.HTTPAddr + pagePath + "?" + v.Encode()
 		if t.Page, err = timeGets(ctx, browser, pu, "", reps); err != nil {
 			t.Err = "page " + pagePath + ": " + err.Error()
+		}
+		if t.Op == "diagnose" {
+			du := "http://" + a.HTTPAddr + "/diagnose/results?" + v.Encode()
+			if t.Deferred, err = timeGets(ctx, browser, du, "", reps); err != nil {
+				t.Err = "deferred part of " + pagePath + ": " + err.Error()
+			}
 		}
 		logf("%d rows, HTTP %s %s: API %s, page %s", res.Rows, t.Op, t.Window, median(t.HTTP).Round(time.Millisecond), median(t.Page).Round(time.Millisecond))
 	}

@@ -146,6 +146,9 @@ func printQuery(w io.Writer, r *queryReport) {
 			if len(t.Page) == 0 {
 				pageCol = "–"
 			}
+			if len(t.Deferred) > 0 {
+				pageCol += ", then " + runs(t.Deferred, r.Options.Reps) + " for the diagnosis it loads"
+			}
 			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", count(float64(s.Rows)), t.Op, t.Window, api, httpCol, pageCol,
 				ms(median(t.SQL)), ms(median(t.Engine)), ms(median(t.AllEngine)), ratio, t.MainRows)
 		}
@@ -170,7 +173,7 @@ func printQuery(w io.Writer, r *queryReport) {
 	}
 	last := r.Sizes[len(r.Sizes)-1]
 	printWhatIfs(w, last.Rows, last.WhatIfs)
-	var diag, list, page time.Duration
+	var diag, list, page, deferred time.Duration
 	var seen = map[string]bool{}
 	for _, t := range last.Ops {
 		m := median(t.API)
@@ -183,6 +186,7 @@ func printQuery(w io.Writer, r *queryReport) {
 		seen[t.Op] = true
 		seen["page"] = seen["page"] || len(t.Page) > 0
 		page = max(page, median(t.Page))
+		deferred = max(deferred, median(t.Deferred))
 		switch t.Op {
 		case "diagnose":
 			diag = max(diag, m)
@@ -199,4 +203,7 @@ func printQuery(w io.Writer, r *queryReport) {
 	fmt.Fprintf(w, "\nTargets at %s rows (slowest window): diagnose < 1 s: %s; request list < 100 ms: %s; HTML pages < 150 ms server time: %s.\n",
 		count(float64(last.Rows)), target("diagnose", diag < time.Second, diag), target("list", list < 100*time.Millisecond, list),
 		target("page", page < 150*time.Millisecond, page))
+	if deferred > 0 {
+		fmt.Fprintf(w, "The diagnose page answers with its frame and loads the diagnosis after it: %s at most.\n", ms(deferred))
+	}
 }

@@ -221,12 +221,14 @@ func (tb *tab) location() string {
 	return loc
 }
 
-// open navigates to a path of the server and requires HTTP 200.
+// open navigates to a path of the server, requires HTTP 200 and waits for
+// the parts the page loads after it (the diagnose page's diagnosis).
 func (tb *tab) open(path string) {
 	tb.t.Helper()
 	if code := tb.openStatus(path); code != http.StatusOK {
 		tb.t.Fatalf("GET %s: HTTP %d, want 200; page says: %.400s", path, code, tb.bodyText())
 	}
+	tb.waitJS("the parts "+path+" loads after it", `document.readyState === "complete" && !document.querySelector("[data-pending]")`)
 }
 
 // openStatus navigates (path or absolute URL) and returns the document's
