@@ -3,11 +3,13 @@ package analysis
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
+	"github.com/tokenpath/tokenpath/store/clickhouse"
 )
 
 // ServiceOverview is one service's LLM traffic in a window: the calling
@@ -49,6 +51,9 @@ type Overview struct {
 	Buckets  []time.Time
 	Services []ServiceOverview
 	Models   []ModelOverview
+	// Sampled: the busiest services' figures come from the stored sample
+	// (1/16, or 1/256 for the very busiest), counts and token sums scaled.
+	Sampled bool
 }
 
 // OverviewRequest names the window of an overview.
@@ -69,29 +74,213 @@ const serviceNames = "arrayDistinct(arrayFilter(x -> x != '', [service, server_s
 // Overview aggregates the window per service and per model, with a TTFT
 // p95 trend per service. Verdicts are separate (ServiceVerdict): each is a
 // diagnosis, too slow to hold the page for.
+//
+// A busy window is not read row by row: services and models with many
+// requests are aggregated over the stored 1/16 sample (llm_requests_sample)
+// with counts and token sums scaled up, the others exactly, so a quiet
+// service next to a busy one keeps exact figures (and never drops out).
 func (q *Queries) Overview(ctx context.Context, r OverviewRequest) (Overview, error) {
 	w := r.Window
 	out := Overview{Window: w, Bucket: diagnose.Buckets(w)}
+	services, models, err := q.overviewPlan(ctx, r)
+	if err != nil {
+		return out, err
+	}
 	secs := w.Duration().Seconds()
+	index := map[string]int{}
+	for _, src := range services {
+		rows, err := q.overviewServices(ctx, r, src)
+		if err != nil {
+			return out, err
+		}
+		for _, s := range rows {
+			if secs > 0 {
+				s.RatePerSec = float64(s.Requests) / secs
+			}
+			out.Services = append(out.Services, s)
+		}
+		out.Sampled = out.Sampled || src.scale > 1 && len(rows) > 0
+	}
+	sort.Slice(out.Services, func(i, j int) bool {
+		a, b := out.Services[i], out.Services[j]
+		return a.Requests > b.Requests || a.Requests == b.Requests && a.Service < b.Service
+	})
+	for i, s := range out.Services {
+		index[s.Service] = i
+	}
+	if len(out.Services) == 0 {
+		return out, nil
+	}
+	width := int64(out.Bucket / time.Second)
+	first := w.From.Truncate(out.Bucket)
+	for t := first; t.Before(w.To); t = t.Add(out.Bucket) {
+		out.Buckets = append(out.Buckets, t)
+	}
+	for i := range out.Services {
+		out.Services[i].Trend = make([]*float64, len(out.Buckets))
+	}
+	for _, src := range services {
+		if err := q.overviewTrends(ctx, r, src, width, first, &out, index); err != nil {
+			return out, err
+		}
+	}
+	for _, src := range models {
+		rows, err := q.overviewModels(ctx, r, src)
+		if err != nil {
+			return out, err
+		}
+		out.Models = append(out.Models, rows...)
+	}
+	sort.Slice(out.Models, func(i, j int) bool {
+		a, b := out.Models[i], out.Models[j]
+		return a.Requests > b.Requests || a.Requests == b.Requests && a.Model < b.Model
+	})
+	return out, nil
+}
+
+// overviewSource is one read of an overview: a table, the names it is
+// restricted to (nil: every name) and how many requests a row stands for.
+type overviewSource struct {
+	table string
+	names []string
+	scale float64
+	// level0 reads only sample_level 0 of the sample table (1/256).
+	level0 bool
+}
+
+func (s overviewSource) final() string {
+	return s.table + " FINAL"
+}
+
+// levelFilter keeps the first sample level when the source reads only it.
+func (s overviewSource) levelFilter() string {
+	if s.level0 {
+		return " AND sample_level = 0"
+	}
+	return ""
+}
+
+// Overview sampling thresholds: a window with more stored rows than
+// overviewExactRows reads the names with at least overviewSampleMin rows
+// (≥ 4k of them in the 1/16 sample: p99 within a few percent) from the
+// sample, and those 16 times busier from its first level (1/256).
+const (
+	overviewExactRows = 400_000
+	overviewSampleMin = 64_000
+	// sampleTableScale and level0Scale are how many requests a row of the
+	// sample table, or of its level 0, stands for.
+	sampleTableScale = float64(SampleBuckets) / sampleTableKeep
+	level0Scale      = float64(SampleBuckets) / sampleLevel0Keep
+)
+
+// overviewPlan splits a busy window's services and models into those read
+// from the stored sample (the busy ones) and the rest, read exactly, so a
+// quiet service never drops out of the overview nor loses precision. The
+// hourly name counts (llm_request_names) say which is which without
+// scanning llm_requests; they count row versions and whole hours, which
+// only shifts a threshold.
+func (q *Queries) overviewPlan(ctx context.Context, r OverviewRequest) (services, models []overviewSource, err error) {
+	exact := []overviewSource{{table: "llm_requests", scale: 1}}
+	res, err := q.CH.Query(ctx, `SELECT service, server_service, model, sum(rows) AS n FROM llm_request_names
+		WHERE project_id = ? AND hour >= toStartOfHour(?) AND hour < ? GROUP BY service, server_service, model`,
+		r.Project, r.Window.From, r.Window.To)
+	if err != nil {
+		return nil, nil, fmt.Errorf("overview counts: %w", err)
+	}
+	byService, byModel, total := map[string]int{}, map[string]int{}, 0
+	for i := 0; i < res.Len(); i++ {
+		row := res.Row(i)
+		n := int(row.Int("n"))
+		total += n
+		byModel[row.String("model")] += n
+		svc, srv := row.String("service"), row.String("server_service")
+		byService[svc] += n
+		if srv != "" && srv != svc {
+			byService[srv] += n
+		}
+	}
+	if total <= orDefault(q.OverviewExactRows, overviewExactRows) {
+		return exact, exact, nil
+	}
+	minRows := orDefault(q.OverviewSampleMin, overviewSampleMin)
+	plan := func(counts map[string]int) []overviewSource {
+		huge := overviewSource{table: "llm_requests_sample", scale: level0Scale, level0: true}
+		big := overviewSource{table: "llm_requests_sample", scale: sampleTableScale}
+		small := overviewSource{table: "llm_requests", scale: 1}
+		for name, n := range counts {
+			switch {
+			case n >= minRows*int(level0Scale/sampleTableScale):
+				huge.names = append(huge.names, name)
+			case n >= minRows:
+				big.names = append(big.names, name)
+			default:
+				small.names = append(small.names, name)
+			}
+		}
+		if len(small.names) == len(counts) {
+			return exact
+		}
+		var out []overviewSource
+		for _, src := range []overviewSource{huge, big, small} {
+			if len(src.names) > 0 {
+				sort.Strings(src.names)
+				out = append(out, src)
+			}
+		}
+		return out
+	}
+	return plan(byService), plan(byModel), nil
+}
+
+// serviceFilter restricts a query over ARRAY JOIN serviceNames to the
+// source's names. The first condition, on the row's own columns, lets the
+// engine skip rows before the ARRAY JOIN (and the primary key skip other
+// services).
+func (s overviewSource) serviceFilter() (string, []any) {
+	if s.names == nil {
+		return "", nil
+	}
+	return " AND (service IN ? OR server_service IN ?) AND name IN ?", []any{s.names, s.names, s.names}
+}
+
+// modelFilter restricts a per-model query to the source's models.
+func (s overviewSource) modelFilter() (string, []any) {
+	if s.names == nil {
+		return "", nil
+	}
+	return " AND model IN ?", []any{s.names}
+}
+
+func orDefault(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+func scaled(n int64, scale float64) int64 { return int64(math.Round(float64(n) * scale)) }
+
+// overviewServices aggregates the source's services.
+func (q *Queries) overviewServices(ctx context.Context, r OverviewRequest, src overviewSource) ([]ServiceOverview, error) {
+	filter, fargs := src.serviceFilter()
 	res, err := q.CH.Query(ctx, `SELECT name, max(name = service) AS is_client, max(name = server_service) AS is_server,
 			groupUniqArray(20)(model) AS models, count() AS n,
-			quantile(0.5)(ttft_ms) AS ttft_p50, quantile(0.95)(ttft_ms) AS ttft_p95, quantile(0.99)(ttft_ms) AS ttft_p99,
-			quantile(0.5)(itl_ms) AS itl_p50, avg(error) AS error_rate, sum(cold_start) AS cold_starts,
-			sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens
-		FROM llm_requests FINAL ARRAY JOIN `+serviceNames+`
-		WHERE project_id = ? AND start >= ? AND start < ?
-		GROUP BY name ORDER BY n DESC, name`+FinalSettings, r.Project, w.From, w.To)
+			quantiles(0.5, 0.95, 0.99)(ttft_ms) AS ttft, quantile(0.5)(itl_ms) AS itl_p50, avg(error) AS error_rate,
+			sum(cold_start) AS cold_starts, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens
+		FROM `+src.final()+` ARRAY JOIN `+serviceNames+`
+		WHERE project_id = ? AND start >= ? AND start < ?`+src.levelFilter()+filter+`
+		GROUP BY name`+FinalSettings, append([]any{r.Project, r.Window.From, r.Window.To}, fargs...)...)
 	if err != nil {
-		return out, fmt.Errorf("overview per service: %w", err)
+		return nil, fmt.Errorf("overview per service: %w", err)
 	}
-	index := map[string]int{}
+	out := make([]ServiceOverview, 0, res.Len())
 	for i := 0; i < res.Len(); i++ {
 		row := res.Row(i)
 		s := ServiceOverview{
-			Service: row.String("name"), Models: row.Strings("models"), Requests: int(row.Int("n")),
-			TTFT:   diagnose.Percentiles{P50: row.FloatPtr("ttft_p50"), P95: row.FloatPtr("ttft_p95"), P99: row.FloatPtr("ttft_p99")},
-			ITLP50: row.FloatPtr("itl_p50"), ErrorRate: row.Float("error_rate"), ColdStarts: int(row.Int("cold_starts")),
-			InputTokens: row.Int("input_tokens"), OutputTokens: row.Int("output_tokens"),
+			Service: row.String("name"), Models: row.Strings("models"), Requests: int(scaled(row.Int("n"), src.scale)),
+			TTFT: percentilesOf(row, "ttft"), ITLP50: row.FloatPtr("itl_p50"), ErrorRate: row.Float("error_rate"),
+			ColdStarts:  int(scaled(row.Int("cold_starts"), src.scale)),
+			InputTokens: scaled(row.Int("input_tokens"), src.scale), OutputTokens: scaled(row.Int("output_tokens"), src.scale),
 		}
 		sort.Strings(s.Models)
 		switch client, server := row.Bool("is_client"), row.Bool("is_server"); {
@@ -102,38 +291,31 @@ func (q *Queries) Overview(ctx context.Context, r OverviewRequest) (Overview, er
 		default:
 			s.Role = "client"
 		}
-		if secs > 0 {
-			s.RatePerSec = float64(s.Requests) / secs
-		}
-		index[s.Service] = len(out.Services)
-		out.Services = append(out.Services, s)
-	}
-	if len(out.Services) == 0 {
-		return out, nil
-	}
-	if err := q.overviewTrends(ctx, r, &out, index); err != nil {
-		return out, err
-	}
-	if out.Models, err = q.overviewModels(ctx, r); err != nil {
-		return out, err
+		out = append(out, s)
 	}
 	return out, nil
 }
 
-// overviewTrends fills each service's TTFT p95 per bucket.
-func (q *Queries) overviewTrends(ctx context.Context, r OverviewRequest, out *Overview, index map[string]int) error {
-	width := int64(out.Bucket / time.Second)
-	first := r.Window.From.Truncate(out.Bucket)
-	for t := first; t.Before(r.Window.To); t = t.Add(out.Bucket) {
-		out.Buckets = append(out.Buckets, t)
+// percentilesOf reads quantiles(0.5, 0.95, 0.99) of an empty-or-not set:
+// NaN (no value in the window) reads as unknown.
+func percentilesOf(row clickhouse.Row, col string) diagnose.Percentiles {
+	qs := row.Floats(col)
+	at := func(i int) *float64 {
+		if i >= len(qs) || math.IsNaN(qs[i]) {
+			return nil
+		}
+		return &qs[i]
 	}
-	for i := range out.Services {
-		out.Services[i].Trend = make([]*float64, len(out.Buckets))
-	}
+	return diagnose.Percentiles{P50: at(0), P95: at(1), P99: at(2)}
+}
+
+// overviewTrends fills the source's services' TTFT p95 per bucket.
+func (q *Queries) overviewTrends(ctx context.Context, r OverviewRequest, src overviewSource, width int64, first time.Time, out *Overview, index map[string]int) error {
+	filter, fargs := src.serviceFilter()
 	res, err := q.CH.Query(ctx, `SELECT name, toStartOfInterval(start, INTERVAL ? SECOND) AS bucket, quantile(0.95)(ttft_ms) AS p95
-		FROM llm_requests FINAL ARRAY JOIN `+serviceNames+`
-		WHERE project_id = ? AND start >= ? AND start < ?
-		GROUP BY name, bucket`+FinalSettings, width, r.Project, r.Window.From, r.Window.To)
+		FROM `+src.final()+` ARRAY JOIN `+serviceNames+`
+		WHERE project_id = ? AND start >= ? AND start < ?`+src.levelFilter()+filter+`
+		GROUP BY name, bucket`+FinalSettings, append([]any{width, r.Project, r.Window.From, r.Window.To}, fargs...)...)
 	if err != nil {
 		return fmt.Errorf("overview trends: %w", err)
 	}
@@ -149,23 +331,24 @@ func (q *Queries) overviewTrends(ctx context.Context, r OverviewRequest, out *Ov
 	return nil
 }
 
-func (q *Queries) overviewModels(ctx context.Context, r OverviewRequest) ([]ModelOverview, error) {
+// overviewModels aggregates the source's models.
+func (q *Queries) overviewModels(ctx context.Context, r OverviewRequest, src overviewSource) ([]ModelOverview, error) {
+	filter, fargs := src.modelFilter()
+	args := append([]any{r.Project, r.Window.From, r.Window.To}, fargs...)
 	res, err := q.CH.Query(ctx, `SELECT model, anyHeavy(provider) AS provider, count() AS n,
-			quantile(0.5)(ttft_ms) AS ttft_p50, quantile(0.95)(ttft_ms) AS ttft_p95, quantile(0.99)(ttft_ms) AS ttft_p99,
-			quantile(0.5)(itl_ms) AS itl_p50, quantile(0.5)(input_tokens) AS in_p50, quantile(0.5)(output_tokens) AS out_p50,
-			avg(error) AS error_rate
-		FROM llm_requests FINAL WHERE project_id = ? AND start >= ? AND start < ?
-		GROUP BY model ORDER BY n DESC, model`+FinalSettings, r.Project, r.Window.From, r.Window.To)
+			quantiles(0.5, 0.95, 0.99)(ttft_ms) AS ttft, quantile(0.5)(itl_ms) AS itl_p50,
+			quantiles(0.5)(input_tokens) AS in_p50, quantiles(0.5)(output_tokens) AS out_p50, avg(error) AS error_rate
+		FROM `+src.final()+` WHERE project_id = ? AND start >= ? AND start < ?`+src.levelFilter()+filter+`
+		GROUP BY model`+FinalSettings, args...)
 	if err != nil {
 		return nil, fmt.Errorf("overview per model: %w", err)
 	}
 	out := make([]ModelOverview, res.Len())
 	for i := range out {
 		row := res.Row(i)
-		out[i] = ModelOverview{Model: row.String("model"), Provider: row.String("provider"), Requests: int(row.Int("n")),
-			TTFT:   diagnose.Percentiles{P50: row.FloatPtr("ttft_p50"), P95: row.FloatPtr("ttft_p95"), P99: row.FloatPtr("ttft_p99")},
-			ITLP50: row.FloatPtr("itl_p50"), InputTokensP50: row.FloatPtr("in_p50"), OutputTokensP50: row.FloatPtr("out_p50"),
-			ErrorRate: row.Float("error_rate")}
+		out[i] = ModelOverview{Model: row.String("model"), Provider: row.String("provider"), Requests: int(scaled(row.Int("n"), src.scale)),
+			TTFT: percentilesOf(row, "ttft"), ITLP50: row.FloatPtr("itl_p50"), InputTokensP50: percentilesOf(row, "in_p50").P50,
+			OutputTokensP50: percentilesOf(row, "out_p50").P50, ErrorRate: row.Float("error_rate")}
 	}
 	return out, nil
 }

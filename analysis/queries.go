@@ -20,6 +20,9 @@ type Queries struct {
 	CH *clickhouse.Store
 	// MaxRows bounds how many requests one diagnosis loads per window.
 	MaxRows int
+	// OverviewExactRows and OverviewSampleMin override the overview's
+	// sampling thresholds (tests lower them); zero takes the defaults.
+	OverviewExactRows, OverviewSampleMin int
 }
 
 // MaxWindow is the longest window a query may ask for.

@@ -127,6 +127,10 @@ func (s *Server) overviewPage(c echo.Context) error {
 	if len(ov.Services) > overviewVerdicts {
 		v.VerdictNote = fmt.Sprintf("Verdicts are computed for the %d busiest services, on a sample of their requests; open a service for the full diagnosis.", overviewVerdicts)
 	}
+	if ov.Sampled {
+		v.VerdictNote += fmt.Sprintf(" This window holds %s requests: the busiest services' and models' figures come from a stored sample of them (1/16, or 1/256 for the very busiest; counts scaled up, within a few percent); quieter ones are exact.",
+			humanInt(int64(total)))
+	}
 	v.Chart = overviewChart(ov)
 	for _, m := range ov.Models {
 		mq := url.Values{}

@@ -116,7 +116,7 @@ func queryCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&o.DatabaseURL, "database-url", databaseURL(), "PostgreSQL for the app serving /api/v1 (a fresh schema is made)")
 	var windows, ops string
 	fs.StringVar(&windows, "windows", "", "comma-separated windows to measure (1h,24h,7d; empty = all)")
-	fs.StringVar(&ops, "ops", "", "comma-separated pages to measure (list,series,diagnose,compare; empty = all)")
+	fs.StringVar(&ops, "ops", "", "comma-separated pages to measure (list,series,overview,diagnose,compare; empty = all)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the page measurements (not the load)")
 	fs.StringVar(&o.Keep, "keep", "", "work dir kept between runs; a dataset loaded there is reused (needs --no-http)")
 	if err := fs.Parse(args); err != nil {

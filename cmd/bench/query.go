@@ -244,7 +244,7 @@ func runQuery(ctx context.Context, opts queryOptions) (*queryReport, error) {
 				if opts.OnlyWhatIf || len(opts.Windows) > 0 && !slices.Contains(opts.Windows, w.name) {
 					continue
 				}
-				for _, op := range []string{"list", "series", "diagnose", "compare"} {
+				for _, op := range []string{"list", "series", "overview", "diagnose", "compare"} {
 					if len(opts.Ops) > 0 && !slices.Contains(opts.Ops, op) {
 						continue
 					}
@@ -409,6 +409,22 @@ func statements(op string, project uint32, window, before diagnose.Range, rough 
 		}
 		return []statement{loadStatement(project, window, rough, analysis.DefaultMaxRows), loadStatement(project, baseline, rough, analysis.DefaultMaxRows/2), metricsStatement(project, window, width),
 			metricsStatement(project, baseline, width), events}
+	case "overview":
+		// Its per-service aggregate over the table it reads (the stored
+		// sample for a busy window), then the counts that plan it.
+		where, args := requestWhere(project, window)
+		table := "llm_requests"
+		if rough(window) > 400_000 {
+			table = "llm_requests_sample"
+		}
+		return []statement{
+			{"SELECT name, groupUniqArray(20)(model) AS models, count() AS n, quantiles(0.5, 0.95, 0.99)(ttft_ms) AS ttft, " +
+				"quantile(0.5)(itl_ms) AS itl_p50, avg(error) AS error_rate, sum(input_tokens) AS input_tokens FROM " + table +
+				" FINAL ARRAY JOIN arrayDistinct(arrayFilter(x -> x != '', [service, server_service])) AS name WHERE " + where +
+				" GROUP BY name" + finalSettings, args},
+			{"SELECT service, server_service, model, sum(rows) AS n FROM llm_request_names WHERE project_id = ? AND hour >= toStartOfHour(?) AND hour < ?" +
+				" GROUP BY service, server_service, model", args},
+		}
 	case "compare":
 		return []statement{loadStatement(project, window, rough, analysis.DefaultMaxRows), loadStatement(project, before, rough, analysis.DefaultMaxRows), metricsStatement(project, before, diagnose.Buckets(before)),
 			metricsStatement(project, window, diagnose.Buckets(window))}
@@ -425,6 +441,8 @@ func runOp(ctx context.Context, q *analysis.Queries, d *dataset, op string, w ti
 		_, _, err = q.Requests(ctx, analysis.RequestFilter{Project: d.project, From: window.From, To: window.To, Sort: "ttft", Desc: true, Limit: 50})
 	case "series":
 		_, _, err = q.Series(ctx, dr)
+	case "overview":
+		_, err = q.Overview(ctx, analysis.OverviewRequest{Project: d.project, Window: window})
 	case "diagnose":
 		_, err = q.Diagnose(ctx, dr)
 	case "compare":
@@ -522,7 +540,7 @@ func measureHTTP(ctx context.Context, dataDir, dbURL string, d *dataset, res *si
 			v.Set("to", rfc(window.To))
 			v.Set("limit", "50")
 			v.Set("sort", "ttft")
-		case "series", "diagnose":
+		case "series", "overview", "diagnose":
 			v.Set("from", rfc(window.From))
 			v.Set("to", rfc(window.To))
 		case "compare":
@@ -533,10 +551,12 @@ func measureHTTP(ctx context.Context, dataDir, dbURL string, d *dataset, res *si
 		}
 		u := "http://" + a.HTTPAddr + path + "?" + v.Encode()
 		var err error
-		if t.HTTP, err = timeGets(ctx, client, u, "Bearer "+benchKey, reps); err != nil {
-			t.Err = "API: " + err.Error()
+		if t.Op != "overview" { // the overview has no API of its own
+			if t.HTTP, err = timeGets(ctx, client, u, "Bearer "+benchKey, reps); err != nil {
+				t.Err = "API: " + err.Error()
+			}
 		}
-		pagePath := map[string]string{"list": "/requests", "series": "/", "diagnose": "/diagnose", "compare": "/compare"}[t.Op]
+		pagePath := map[string]string{"list": "/requests", "series": "/", "overview": "/", "diagnose": "/diagnose", "compare": "/compare"}[t.Op]
 		if t.Op == "list" {
 			v.Del("limit")
 		}

@@ -141,6 +141,24 @@ func (w Row) Strings(col string) []string {
 	return out
 }
 
+// Floats returns an Array of numbers (quantiles(…)); a NULL element (JSON
+// writes NaN so) reads as NaN.
+func (w Row) Floats(col string) []float64 {
+	a, _ := w.Value(col).([]any)
+	out := make([]float64, 0, len(a))
+	for _, v := range a {
+		switch v := v.(type) {
+		case float64:
+			out = append(out, v)
+		case int64:
+			out = append(out, float64(v))
+		default:
+			out = append(out, math.NaN())
+		}
+	}
+	return out
+}
+
 // Times returns an Array(DateTime64) column.
 func (w Row) Times(col string) []time.Time {
 	a, _ := w.Value(col).([]any)
