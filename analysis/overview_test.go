@@ -64,6 +64,42 @@ func TestOverviewSamplesOnlyBusyNames(t *testing.T) {
 	}
 	namesMatch("backfilled by the migration")
 
+	// The pickers' service list reads the same counts: names, roles, models
+	// and the last request's start, also once the counts are merged.
+	last := map[string]time.Time{}
+	for _, r := range rows {
+		for _, name := range []string{r.Service, r.ServerService} {
+			if r.Start.After(last[name]) {
+				last[name] = r.Start
+			}
+		}
+	}
+	for _, optimize := range []bool{false, true} {
+		if optimize {
+			if err := srv.CH.Exec(ctx, "OPTIMIZE TABLE llm_request_names FINAL"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		infos, err := (&analysis.Queries{CH: srv.CH}).Services(ctx, 1, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(infos) != 6 {
+			t.Fatalf("%d services, want 6: %+v", len(infos), infos)
+		}
+		for _, si := range infos {
+			if !si.LastSeen.Equal(last[si.Service]) {
+				t.Errorf("merged %v: %s last seen %v, want %v", optimize, si.Service, si.LastSeen, last[si.Service])
+			}
+			if si.Service == "busy" && (si.Role != "client" || fmt.Sprint(si.Models) != "[big-model rare-model]") {
+				t.Errorf("busy: %+v", si)
+			}
+			if si.Service == "vllm-big-model" && si.Role != "server" {
+				t.Errorf("vllm-big-model: %+v", si)
+			}
+		}
+	}
+
 	req := analysis.OverviewRequest{Project: 1, Window: diagnose.Range{From: from, To: now}}
 	exact, err := (&analysis.Queries{CH: srv.CH}).Overview(ctx, req)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -120,24 +121,35 @@ func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LL
 		}
 		return r, nil
 	}
-	var r *clickhouse.Result
+	var reqs []telemetry.LLMRequest
+	found := false
 	var err error
+	switch {
 	// Newest first over a long window: the page usually lies in its last
 	// hour, and reading only that hour under FINAL is far cheaper than
 	// sorting the whole window. A full page from it is exact (every row
 	// left out is older than every row in it); a short one falls back.
-	if col == "start" && f.Desc && !f.From.IsZero() && !f.To.IsZero() && f.To.Sub(f.From) > newestProbe {
-		if r, err = page(where+" AND start >= ?", append(append([]any{}, args...), f.To.Add(-newestProbe))); err != nil {
+	case col == "start" && f.Desc && !f.From.IsZero() && !f.To.IsZero() && f.To.Sub(f.From) > newestProbe:
+		r, err := page(where+" AND start >= ?", append(append([]any{}, args...), f.To.Add(-newestProbe)))
+		if err != nil {
 			return nil, 0, err
 		}
-		if r.Len() < f.Limit {
-			r = nil
+		reqs, found = clickhouse.ScanRequests(r), r.Len() == f.Limit
+	// Slowest (or fastest) first over a long window: the top rows read
+	// without FINAL prove the page unless later versions moved too many of
+	// them (see topRequests).
+	case col != "start" && f.Offset >= 0 && f.Offset+f.Limit <= topPageMax &&
+		(f.From.IsZero() || f.To.IsZero() || f.To.Sub(f.From) > topMinWindow):
+		if reqs, found, err = q.topRequests(ctx, f.Project, where, args, col, f.Desc, f.Offset, f.Limit); err != nil {
+			return nil, 0, err
 		}
 	}
-	if r == nil {
-		if r, err = page(where, args); err != nil {
+	if !found {
+		r, err := page(where, args)
+		if err != nil {
 			return nil, 0, err
 		}
+		reqs = clickhouse.ScanRequests(r)
 	}
 	n := -1
 	if !f.NoTotal {
@@ -145,11 +157,173 @@ func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LL
 			return nil, 0, err
 		}
 	}
-	return clickhouse.ScanRequests(r), n, nil
+	return reqs, n, nil
 }
 
 // newestProbe is the span of the first, cheap pass of a newest-first list.
 const newestProbe = time.Hour
+
+// topPageMax bounds offset+limit of a sorted page read by topRequests: it
+// reads every version of about 2×(offset+limit) requests, one granule
+// each, so past a few hundred it reads as much as sorting under FINAL.
+const topPageMax = 500
+
+// topMinWindow is the shortest window whose sorted pages topRequests
+// reads. Its cost is mostly fixed (a granule per candidate) where FINAL's
+// grows with the window: at 1.4M rows a day FINAL is cheaper up to about a
+// day and 2-3× dearer over a week.
+const topMinWindow = 24 * time.Hour
+
+// requestKey is an llm_requests sorting key within a project: every
+// version of a request has the same one.
+type requestKey struct {
+	service     string
+	start       int64 // Unix nanoseconds
+	trace, span string
+}
+
+// topRequests reads a page sorted by col (not start) without sorting the
+// window under FINAL; found is false when it cannot prove the page.
+//
+// Why it is exact: FINAL keeps a request's highest version (none if that
+// is a tombstone) and filters it, and that version is one of the stored
+// rows. Let c be the K-th stored row passing the filter in the page's
+// order (col dir NULLS LAST, start DESC), read without FINAL. Every
+// request whose final row ranks strictly above c has that row among the
+// first K, so its start is among theirs; and all its versions share that
+// start. Reading every row with one of those starts therefore shows each
+// such request's final row, and the final rows strictly above c that pass
+// the filter are exactly the requests FINAL ranks above c, in its order.
+// If they number offset+limit or more they hold the page. Otherwise
+// (later versions moved rows down or deleted them, or NULLs, which sort
+// last, reach c) the caller falls back to FINAL.
+func (q *Queries) topRequests(ctx context.Context, project uint32, where string, args []any, col string, desc bool, offset, limit int) ([]telemetry.LLMRequest, bool, error) {
+	// Twice the page leaves room for stale versions and tombstones; a
+	// short page still reads 100 (about as cheap).
+	k := max(2*(offset+limit), 100)
+	r, err := q.CH.Query(ctx, TopRequestsSQL(where, col, desc), TopRequestsArgs(project, args, k)...)
+	if err != nil {
+		return nil, false, fmt.Errorf("list top requests: %w", err)
+	}
+	// before is the page's order: col dir NULLS LAST, start DESC.
+	before := func(a, b *telemetry.LLMRequest) bool {
+		va, vb := requestValue(a, col), requestValue(b, col)
+		switch {
+		case va == nil || vb == nil:
+			if (va == nil) != (vb == nil) {
+				return vb == nil
+			}
+		case *va != *vb:
+			return *va > *vb == desc
+		}
+		return a.Start.After(b.Start)
+	}
+	type version struct {
+		n         uint64
+		row       telemetry.LLMRequest
+		deleted   bool
+		passes    bool
+		ambiguous bool // another row has the same version and differs: FINAL's pick is unknown
+	}
+	var passing []telemetry.LLMRequest // every stored row passing the filter, the top K among them
+	finals := make(map[requestKey]version, r.Len())
+	for i, row := range clickhouse.ScanRequests(r) {
+		w := r.Row(i)
+		this := version{n: uint64(w.Int("version")), row: row, deleted: w.Bool("is_deleted"), passes: w.Bool("passes")}
+		if this.passes {
+			passing = append(passing, row)
+		}
+		key := requestKey{row.Service, row.Start.UnixNano(), row.TraceID, row.SpanID}
+		switch f, seen := finals[key]; {
+		case !seen || this.n > f.n:
+			finals[key] = this
+		case this.n == f.n && (this.deleted != f.deleted || !reflect.DeepEqual(this.row, f.row)):
+			f.ambiguous = true
+			finals[key] = f
+		}
+	}
+	if len(passing) < k {
+		return nil, false, nil // a small window, cheap under FINAL
+	}
+	sort.Slice(passing, func(i, j int) bool { return before(&passing[i], &passing[j]) })
+	c := &passing[k-1]
+	if requestValue(c, col) == nil {
+		return nil, false, nil // NULLs within reach
+	}
+	var page []telemetry.LLMRequest
+	for _, f := range finals {
+		switch {
+		case f.ambiguous:
+			return nil, false, nil
+		case f.deleted || !f.passes || !before(&f.row, c):
+		default:
+			page = append(page, f.row)
+		}
+	}
+	if len(page) < offset+limit {
+		return nil, false, nil
+	}
+	sort.Slice(page, func(i, j int) bool { return before(&page[i], &page[j]) })
+	return page[offset : offset+limit], true, nil
+}
+
+// TopRequestsSQL reads, without FINAL, every stored row (all versions,
+// tombstones too) of the requests among the top k rows of a filtered
+// window by col: the rows topRequests decides a sorted page from. passes
+// is the filter applied to each row. Its arguments are TopRequestsArgs.
+func TopRequestsSQL(where, col string, desc bool) string {
+	dir := "ASC"
+	if desc {
+		dir = "DESC"
+	}
+	// A request's versions share its start, and a set of starts both
+	// prunes granules and filters rows cheaply.
+	return "SELECT " + clickhouse.RequestColumns + ", version, is_deleted, (" + where + ") AS passes FROM llm_requests" +
+		" WHERE project_id = ? AND start IN (SELECT start FROM llm_requests WHERE " + where +
+		" ORDER BY " + col + " " + dir + " NULLS LAST, start DESC LIMIT ?)"
+}
+
+// TopRequestsArgs are the arguments of TopRequestsSQL.
+func TopRequestsArgs(project uint32, whereArgs []any, k int) []any {
+	out := append([]any{}, whereArgs...)
+	out = append(out, project)
+	out = append(out, whereArgs...)
+	return append(out, k)
+}
+
+// requestValue is a request's value of a SortColumns column other than
+// start, as the engine sorts it.
+func requestValue(r *telemetry.LLMRequest, col string) *float64 {
+	switch col {
+	case "ttft_ms":
+		return r.TTFT
+	case "e2e_ms":
+		return r.E2E
+	case "queue_ms":
+		return r.Queue
+	case "prefill_ms":
+		return r.Prefill
+	case "network_ms":
+		return r.Network
+	case "decode_ms":
+		return r.Decode
+	case "pre_inference_ms":
+		return r.PreInference
+	case "itl_ms":
+		return r.ITL
+	case "input_tokens", "output_tokens":
+		n := r.InputTokens
+		if col == "output_tokens" {
+			n = r.OutputTokens
+		}
+		if n == nil {
+			return nil
+		}
+		f := float64(*n)
+		return &f
+	}
+	panic("analysis: no request value for sort column " + col)
+}
 
 // ServiceInfo is one service seen sending or serving LLM requests.
 type ServiceInfo struct {
@@ -161,16 +335,17 @@ type ServiceInfo struct {
 	Role string `json:"role"`
 }
 
-// Services lists services with LLM traffic in the last since duration. It
-// reads without FINAL: names, models and instances are the same in every
-// version of a request, and pages call it on each view over a long lookback.
+// Services lists services with LLM traffic since a time. It reads the
+// hourly name counts (llm_request_names), not the requests: pages call it
+// on every view for their pickers, over a 7-day lookback that may hold
+// millions of requests. The lookback starts at the hour of since.
 func (q *Queries) Services(ctx context.Context, project uint32, since time.Time) ([]ServiceInfo, error) {
 	r, err := q.CH.Query(ctx, `
-		SELECT service, groupUniqArray(50)(model) AS models, groupUniqArray(100)(instance) AS instances, max(start) AS last_seen, 'client' AS role
-		FROM llm_requests WHERE project_id = ? AND start >= ? AND is_deleted = 0 GROUP BY service
+		SELECT service, groupUniqArray(50)(model) AS models, groupUniqArray(100)(instance) AS instances, CAST(max(last_start) AS DateTime64(9, 'UTC')) AS last_seen, 'client' AS role
+		FROM llm_request_names WHERE project_id = ? AND hour >= toStartOfHour(?) GROUP BY service
 		UNION ALL
-		SELECT server_service AS service, groupUniqArray(50)(model) AS models, groupUniqArray(100)(instance) AS instances, max(start) AS last_seen, 'server' AS role
-		FROM llm_requests WHERE project_id = ? AND start >= ? AND is_deleted = 0 AND server_service != '' GROUP BY server_service`,
+		SELECT server_service AS service, groupUniqArray(50)(model) AS models, groupUniqArray(100)(instance) AS instances, CAST(max(last_start) AS DateTime64(9, 'UTC')) AS last_seen, 'server' AS role
+		FROM llm_request_names WHERE project_id = ? AND hour >= toStartOfHour(?) AND server_service != '' GROUP BY server_service`,
 		project, since, project, since)
 	if err != nil {
 		return nil, fmt.Errorf("list services: %w", err)
@@ -443,10 +618,9 @@ func (q *Queries) load(ctx context.Context, f RequestFilter, limit int) (loadedR
 		}
 	}
 	sql, sqlArgs := plan.SQL(where, args, limit)
-	if r, err = q.CH.Query(ctx, sql, sqlArgs...); err != nil {
+	if out.reqs, err = q.CH.QueryRequests(ctx, sql, sqlArgs...); err != nil {
 		return out, fmt.Errorf("load requests: %w", err)
 	}
-	out.reqs = clickhouse.ScanRequests(r)
 	if plan.Sampled() && plan.Table != "llm_requests" {
 		// Counting the window exactly would read every row the sample
 		// table spares; the sample's size scaled up is within a percent
@@ -511,11 +685,15 @@ func (q *Queries) Trace(ctx context.Context, project uint32, traceID string) ([]
 	if err != nil {
 		return nil, nil, fmt.Errorf("load trace: %w", err)
 	}
+	spans := clickhouse.ScanSpans(r)
+	if err := q.CH.AttachResources(ctx, project, spans); err != nil {
+		return nil, nil, fmt.Errorf("load trace: %w", err)
+	}
 	reqs, _, err := q.Requests(ctx, RequestFilter{Project: project, TraceID: traceID, Sort: "start", Limit: 1000, NoTotal: true})
 	if err != nil {
 		return nil, nil, err
 	}
-	return clickhouse.ScanSpans(r), reqs, nil
+	return spans, reqs, nil
 }
 
 // both runs two loads at once: one's rows decode in Go while the engine

@@ -96,7 +96,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	workCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = cancel
 	a.demoCtx = workCtx
-	pipe, err := ingest.NewPipeline(filepath.Join(cfg.DataDir, "wal"), a.CH, ingest.PipelineConfig{}, log)
+	pipe, err := ingest.NewPipeline(filepath.Join(cfg.DataDir, "wal"), a.CH, ingest.PipelineConfig{MaxPendingRows: cfg.MaxPendingRows}, log)
 	if err != nil {
 		return nil, err
 	}

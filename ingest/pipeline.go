@@ -89,6 +89,8 @@ type Pipeline struct {
 
 	instMu    sync.Mutex
 	instances map[instanceKey]bool
+	// written: resources already in the resources table, not written again.
+	written writtenResources
 }
 
 // pendingSegment is what one write-ahead log segment holds, kept in memory
@@ -104,6 +106,8 @@ type pendingSegment struct {
 	// sightings are the inference instances the segment's rows show, at
 	// the earliest time each was seen (for instance_started inference).
 	sightings map[instanceKey]time.Time
+	// resources the segment's spans reference: written before the spans.
+	resources map[resourceKey]telemetry.Resource
 }
 
 type spanBlock struct {
@@ -196,6 +200,7 @@ func (p *Pipeline) Submit(ctx context.Context, rec Record, rows Rows) error {
 	// many exports do this in parallel, and the segment keeps only the
 	// result until the insert.
 	sightings := noteInstances(nil, rows.Spans, rows.Points)
+	resources := noteResources(nil, rows.Spans)
 	var blk spanBlock
 	if p.native && len(rows.Spans) > 0 {
 		data, err := clickhouse.EncodeSpans(rows.Spans)
@@ -233,6 +238,7 @@ func (p *Pipeline) Submit(ctx context.Context, rec Record, rows Rows) error {
 		seg.spanRows += blk.rows
 	}
 	seg.sightings = mergeSightings(seg.sightings, sightings)
+	seg.resources = mergeResources(seg.resources, resources)
 	p.mu.Unlock()
 	p.rot.RUnlock()
 	p.Metrics.QueueDepth.Set(float64(p.nPend.Load()))
@@ -319,6 +325,7 @@ func (p *Pipeline) writeSegment(ctx context.Context, s Segment) error {
 			seg.rows.add(r)
 		}
 		seg.sightings = noteInstances(nil, seg.rows.Spans, seg.rows.Points)
+		seg.resources = noteResources(nil, seg.rows.Spans)
 		if n := seg.count(); n > 0 {
 			p.log.Info("replaying write-ahead log segment", "segment", s.Path, "rows", n)
 		}
@@ -353,6 +360,14 @@ func (p *Pipeline) writeSegment(ctx context.Context, s Segment) error {
 const insertChunk = 200_000
 
 func (p *Pipeline) insert(ctx context.Context, seg *pendingSegment, started []telemetry.Event) error {
+	// Resources first: a reader must never meet a span whose resource is
+	// not stored yet. Marked written only once stored.
+	if res := p.written.missing(seg.resources); len(res) > 0 {
+		if err := p.store.Insert(ctx, clickhouse.ResourcesBatch(res)); err != nil {
+			return err
+		}
+		p.written.mark(res)
+	}
 	for i := 0; i < len(seg.spanBlocks); {
 		var blocks [][]byte
 		rows := 0

@@ -59,8 +59,12 @@ type Span struct {
 	LLM           LLMCall
 	Attributes    map[string]string
 	Resource      map[string]string
-	EventNames    []string
-	EventTimes    []time.Time
+	// ResourceHash keys Resource in the resources table (ResourceHash);
+	// 0 when the span row keeps its resource inline (rows stored before
+	// the resources table, or an empty resource).
+	ResourceHash uint64
+	EventNames   []string
+	EventTimes   []time.Time
 }
 
 // Duration is End − Start.

@@ -289,9 +289,21 @@ func TestShareLinks(t *testing.T) {
 		trace := in.Requests[len(in.Requests)-1].TraceID
 		tr := c.apiShare(apptest.Key, "/requests/"+trace, "")
 		beforeTrace := anon.get(sharePath(t, tr.URL))
-		for _, table := range []string{"llm_requests", "llm_requests_sample", "metric_points", "events", "spans"} {
-			if err := srv.CH.Exec(ctx, "TRUNCATE TABLE "+table); err != nil {
+		// Spans first, and again until no request is left: the assembler may
+		// be writing requests it built from spans read just before.
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			for _, table := range []string{"spans", "llm_requests", "llm_requests_sample", "metric_points", "events"} {
+				if err := srv.CH.Exec(ctx, "TRUNCATE TABLE "+table); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(300 * time.Millisecond)
+			r, err := srv.CH.Query(ctx, "SELECT count() AS n FROM llm_requests")
+			if err != nil {
 				t.Fatal(err)
+			}
+			if r.Row(0).Int("n") == 0 || time.Now().After(deadline) {
+				break
 			}
 		}
 		if live := c.diagnosePage(strings.TrimPrefix(diagnosePath, "/diagnose?")); !strings.Contains(live, "No LLM requests in this window") {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tokenpath/tokenpath/ingest/normalize"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/telemetry"
 )
 
 // engineStats is the raw engine insert rate of the bench's spans, and what
@@ -83,8 +84,10 @@ func measureEngine(ctx context.Context, dir string, templates []*traceTemplate, 
 	seq := uint64(1) << 40 // apart from the sequence numbers the server saw
 	now := time.Now()
 	var buf []byte
+	written := map[uint64]bool{} // resources stored, as the pipeline remembers them
 	for st.Rows < rows {
 		var blocks [][]byte
+		var resources []telemetry.Resource
 		n := 0
 		for n < min(batch, rows-st.Rows) {
 			seq++
@@ -112,8 +115,20 @@ func measureEngine(ctx context.Context, dir string, templates []*traceTemplate, 
 			st.InsertCPU += processCPU() - p2
 			blocks = append(blocks, blk)
 			n += len(res.Spans)
+			for _, sp := range res.Spans {
+				if sp.ResourceHash != 0 && !written[sp.ResourceHash] {
+					written[sp.ResourceHash] = true
+					resources = append(resources, telemetry.Resource{ProjectID: sp.ProjectID, Hash: sp.ResourceHash,
+						Service: sp.Service, Attributes: sp.Resource, LastSeen: sp.Start})
+				}
+			}
 		}
 		t0, p0 := time.Now(), processCPU()
+		if len(resources) > 0 {
+			if err := ch.Insert(ctx, clickhouse.ResourcesBatch(resources)); err != nil {
+				return st, err
+			}
+		}
 		if err := ch.Insert(ctx, clickhouse.SpanBlocksBatch(blocks, n)); err != nil {
 			return st, err
 		}

@@ -395,10 +395,17 @@ func statements(op string, project uint32, window, before diagnose.Range, rough 
 	switch op {
 	case "list":
 		where, args := requestWhere(project, window)
+		count := statement{"SELECT count() AS n FROM llm_requests FINAL WHERE " + where + finalSettings, args}
+		if window.To.Sub(window.From) > 24*time.Hour {
+			// Slowest 50 over more than a day: every version of the
+			// requests among the top 100 rows (Queries.Requests falls back
+			// to FINAL only when they leave the page unproven).
+			return []statement{{analysis.TopRequestsSQL(where, "ttft_ms", true), analysis.TopRequestsArgs(project, args, 100)}, count}
+		}
 		return []statement{
 			{"SELECT " + clickhouse.RequestColumns + " FROM llm_requests FINAL WHERE " + where +
 				" ORDER BY ttft_ms DESC NULLS LAST, start DESC LIMIT ? OFFSET ?" + finalSettings, append(append([]any{}, args...), 50, 0)},
-			{"SELECT count() AS n FROM llm_requests FINAL WHERE " + where + finalSettings, args},
+			count,
 		}
 	case "series", "diagnose":
 		width := diagnose.Buckets(window)

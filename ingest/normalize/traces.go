@@ -37,6 +37,7 @@ func Traces(projectID uint32, req *coltracepb.ExportTraceServiceRequest, now tim
 		resource := rs.GetResource()
 		service, instance := serviceOf(resource), instanceOf(resource)
 		var resAttrs map[string]string // built once, shared by the batch's spans
+		var resHash uint64
 		for _, ss := range rs.GetScopeSpans() {
 			for _, sp := range ss.GetSpans() {
 				if sp == nil {
@@ -48,12 +49,14 @@ func Traces(projectID uint32, req *coltracepb.ExportTraceServiceRequest, now tim
 				}
 				if resAttrs == nil {
 					resAttrs = resourceAttributes(resource, lim)
+					resHash = telemetry.ResourceHash(projectID, resAttrs)
 				}
 				span := convertSpan(sp, lim)
 				span.ProjectID = projectID
 				span.Service = service
 				span.Instance = instance
 				span.Resource = resAttrs
+				span.ResourceHash = resHash
 				res.Spans = append(res.Spans, span)
 			}
 		}

@@ -381,6 +381,7 @@ func TestTracesIdentity(t *testing.T) {
 		EventNames: []string{"exception"},
 		EventTimes: []time.Time{start.Add(time.Second)},
 	}
+	want.ResourceHash = telemetry.ResourceHash(7, want.Resource)
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("span\n got %+v\nwant %+v", got, want)
 	}

@@ -22,6 +22,10 @@ type Batch struct {
 	// column data; Columns then only name the columns.
 	native     [][]byte
 	nativeRows int
+	// Foreground: on a cluster, Insert returns once the rows are on their
+	// shards, not queued by the Distributed table (resources must be
+	// readable before the spans that reference them).
+	Foreground bool
 }
 
 // BatchColumn is one column of a Batch.
@@ -206,6 +210,7 @@ type spanBlock struct {
 	role, provider, model, operation      *proto.ColLowCardinality[string]
 	start, end                            *proto.ColDateTime64
 	duration                              proto.ColInt64
+	resHash                               proto.ColUInt64
 	inTok, outTok, ttft, queue, prefill   *proto.ColNullable[int64]
 	serverTTFT, decode, serverE2E         *proto.ColNullable[int64]
 	attrs, res                            *proto.ColMap[string, string]
@@ -260,6 +265,7 @@ func newSpanBlock() *spanBlock {
 		{Name: "server_e2e_ns", Data: b.serverE2E},
 		{Name: "attributes", Data: b.attrs},
 		{Name: "resource", Data: b.res},
+		{Name: "resource_hash", Data: &b.resHash},
 		{Name: "event_names", Data: b.eventNames},
 		{Name: "event_times", Data: b.eventTimes},
 	}
@@ -307,7 +313,8 @@ func (b *spanBlock) append(s *telemetry.Span) {
 	b.decode.Append(nullNanos(s.LLM.DecodeTime))
 	b.serverE2E.Append(nullNanos(s.LLM.ServerE2E))
 	b.attrs.Append(s.Attributes)
-	b.res.Append(s.Resource)
+	b.res.Append(inlineResource(s))
+	b.resHash.Append(s.ResourceHash)
 	b.eventNames.Append(s.EventNames)
 	b.eventTimes.Append(s.EventTimes)
 }

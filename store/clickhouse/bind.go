@@ -91,6 +91,15 @@ func appendLiteral(b *strings.Builder, v any) error {
 		fmt.Fprintf(b, "toDateTime64('%s', 9, 'UTC')", x.UTC().Format("2006-01-02 15:04:05.000000000"))
 	case time.Duration:
 		b.WriteString(strconv.FormatInt(int64(x), 10))
+	case []uint64:
+		b.WriteByte('[')
+		for i, n := range x {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.FormatUint(n, 10))
+		}
+		b.WriteByte(']')
 	case []string:
 		b.WriteByte('[')
 		for i, s := range x {

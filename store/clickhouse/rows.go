@@ -36,7 +36,19 @@ func orEmpty(m map[string]string) map[string]string {
 	return m
 }
 
-// SpansBatch lays spans out as columns of the spans table.
+// inlineResource is the resource map a span row stores itself: none when
+// the span references a row of the resources table (ResourceHash ≠ 0), which
+// the caller writes first (ResourcesBatch).
+func inlineResource(s *telemetry.Span) map[string]string {
+	if s.ResourceHash != 0 {
+		return nil
+	}
+	return s.Resource
+}
+
+// SpansBatch lays spans out as columns of the spans table. Spans with a
+// ResourceHash store it instead of their resource map: insert their
+// resources (ResourcesBatch) before them.
 func SpansBatch(spans []telemetry.Span) *Batch {
 	n := len(spans)
 	var (
@@ -49,6 +61,7 @@ func SpansBatch(spans []telemetry.Span) *Batch {
 		inTok, outTok, ttft, queue, prefill   = make([]*int64, n), make([]*int64, n), make([]*int64, n), make([]*int64, n), make([]*int64, n)
 		serverTTFT, decode, serverE2E         = make([]*int64, n), make([]*int64, n), make([]*int64, n)
 		attrs, res                            = make([]map[string]string, n), make([]map[string]string, n)
+		resHash                               = make([]uint64, n)
 		eventNames                            = make([][]string, n)
 		eventTimes                            = make([][]time.Time, n)
 	)
@@ -63,7 +76,7 @@ func SpansBatch(spans []telemetry.Span) *Batch {
 		inTok[i], outTok[i] = s.LLM.InputTokens, s.LLM.OutputTokens
 		ttft[i], queue[i], prefill[i] = nanos(s.LLM.ClientTTFT), nanos(s.LLM.QueueTime), nanos(s.LLM.PrefillTime)
 		serverTTFT[i], decode[i], serverE2E[i] = nanos(s.LLM.ServerTTFT), nanos(s.LLM.DecodeTime), nanos(s.LLM.ServerE2E)
-		attrs[i], res[i] = orEmpty(s.Attributes), orEmpty(s.Resource)
+		attrs[i], res[i], resHash[i] = orEmpty(s.Attributes), orEmpty(inlineResource(s)), s.ResourceHash
 		eventNames[i], eventTimes[i] = s.EventNames, s.EventTimes
 		if eventNames[i] == nil {
 			eventNames[i] = []string{}
@@ -101,6 +114,7 @@ func SpansBatch(spans []telemetry.Span) *Batch {
 		{"server_e2e_ns", ni, serverE2E},
 		{"attributes", "Map(LowCardinality(String), String)", attrs},
 		{"resource", "Map(LowCardinality(String), String)", res},
+		{"resource_hash", "UInt64", resHash},
 		{"event_names", "Array(String)", eventNames},
 		{"event_times", "Array(DateTime64(9, 'UTC'))", eventTimes},
 	}}
@@ -110,7 +124,7 @@ func SpansBatch(spans []telemetry.Span) *Batch {
 const SpanColumns = `project_id, trace_id, span_id, parent_span_id, service, instance, name, kind,
 	start, end_time, status_code, status_message, llm_role, provider, model, operation,
 	input_tokens, output_tokens, client_ttft_ns, queue_ns, prefill_ns, server_ttft_ns, decode_ns, server_e2e_ns,
-	attributes, resource, event_names, event_times`
+	attributes, resource, resource_hash, event_names, event_times`
 
 // ScanSpans reads rows selected with SpanColumns.
 func ScanSpans(r *Result) []telemetry.Span {
@@ -120,6 +134,7 @@ func ScanSpans(r *Result) []telemetry.Span {
 		out[i] = SpanCore(w)
 		out[i].Kind, out[i].StatusMessage = w.String("kind"), w.String("status_message")
 		out[i].Attributes, out[i].Resource = w.StringMap("attributes"), w.StringMap("resource")
+		out[i].ResourceHash = uint64(w.Int("resource_hash"))
 		out[i].EventNames, out[i].EventTimes = w.Strings("event_names"), w.Times("event_times")
 	}
 	return out

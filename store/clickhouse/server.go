@@ -165,6 +165,10 @@ func (s *server) insert(ctx context.Context, b *Batch) error {
 	for i, c := range b.Columns {
 		cols[i] = c.Name
 	}
+	if b.Foreground {
+		// Named insert_distributed_sync before 23.11, still an alias after.
+		ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_distributed_sync": 1}))
+	}
 	return s.retry(ctx, func() error {
 		batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+b.Table+" ("+strings.Join(cols, ", ")+")")
 		if err != nil {

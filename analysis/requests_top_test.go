@@ -1,0 +1,253 @@
+package analysis_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/tokenpath/tokenpath/analysis"
+	"github.com/tokenpath/tokenpath/app/apptest"
+	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+// A page sorted by a latency column, read from the top rows without FINAL,
+// is the page FINAL gives, after later versions moved requests into and
+// out of the top or changed their model, and tombstones deleted some.
+func TestRequestsSortedPagesMatchFinal(t *testing.T) {
+	srv := apptest.Start(t, apptest.Options{})
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Second)
+	from, to := now.Add(-48*time.Hour), now.Add(time.Minute)
+	// Unmerged, every version stays a row of its own for both reads.
+	if err := srv.CH.Exec(ctx, "SYSTEM STOP MERGES llm_requests"); err != nil {
+		t.Fatal(err)
+	}
+	rnd := rand.New(rand.NewSource(1))
+	ms := func(scale float64) *float64 { return telemetry.Ptr(scale * (1 + rnd.Float64())) }
+	const n = 3000
+	rows := make([]telemetry.LLMRequest, n)
+	for i := range rows {
+		r := telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("%032x", i+1), SpanID: fmt.Sprintf("%016x", i+1),
+			Service: []string{"chat", "agent"}[i%2], ServerService: "vllm", Model: []string{"small", "large"}[i%3/2],
+			// Over 36 hours at nanosecond precision: two or three day partitions.
+			Start: now.Add(-36*time.Hour + time.Duration(i)*43*time.Second + time.Duration(i)*7919),
+			TTFT:  ms(300), E2E: ms(3000), ITL: ms(20), Prefill: ms(40), Network: ms(5), Decode: ms(2000),
+			InputTokens: telemetry.Ptr(int64(rnd.Intn(400))), OutputTokens: telemetry.Ptr(int64(rnd.Intn(900)))}
+		if i%3 != 0 {
+			r.Queue = ms(50) // a third have no queue time: NULLs sort last
+		}
+		if i%50 == 0 {
+			r.PreInference = ms(10) // too few to fill the candidates
+		}
+		rows[i] = r
+	}
+	if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(rows, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// rank lists row indexes by a column of the first version, highest first.
+	rank := func(value func(*telemetry.LLMRequest) float64) []int {
+		idx := make([]int, n)
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.Slice(idx, func(a, b int) bool { return value(&rows[idx[a]]) > value(&rows[idx[b]]) })
+		return idx
+	}
+	byTTFT := rank(func(r *telemetry.LLMRequest) float64 { return *r.TTFT })
+	byE2E := rank(func(r *telemetry.LLMRequest) float64 { return *r.E2E })
+	// Later versions build on each other: v2 of a request may change both
+	// its TTFT and its E2E, v3 builds on v2.
+	v2 := map[int]telemetry.LLMRequest{}
+	edit := func(i int, change func(*telemetry.LLMRequest)) {
+		r, ok := v2[i]
+		if !ok {
+			r = rows[i]
+		}
+		change(&r)
+		v2[i] = r
+	}
+	var gone, v3 []telemetry.LLMRequest
+	deleted := map[int]bool{}
+	var later []int // v2 then v3
+	for k, i := range byTTFT[:300] {
+		switch k % 6 {
+		case 0: // moved down, out of the top
+			edit(i, func(r *telemetry.LLMRequest) { r.TTFT = telemetry.Ptr(1 + float64(k)/1000) })
+		case 1: // deleted
+			gone, deleted[i] = append(gone, rows[i]), true
+		case 2: // now served by another model
+			edit(i, func(r *telemetry.LLMRequest) { r.Model = "other" })
+		case 3: // moved down in v2, back up (but lower) in v3
+			edit(i, func(r *telemetry.LLMRequest) { r.TTFT = telemetry.Ptr(2.0) })
+			later = append(later, i)
+		}
+	}
+	for k, i := range byTTFT[2000:2100] { // moved up, into the top
+		edit(i, func(r *telemetry.LLMRequest) {
+			r.TTFT = telemetry.Ptr(1000 + float64(k)*3.7)
+			r.Queue = ms(500)
+		})
+	}
+	for _, i := range byE2E[:300] { // the whole E2E top moved down: its candidates prove no page
+		if !deleted[i] {
+			edit(i, func(r *telemetry.LLMRequest) { r.E2E = telemetry.Ptr(*r.E2E / 100) })
+		}
+	}
+	var v2Rows []telemetry.LLMRequest
+	for _, r := range v2 {
+		v2Rows = append(v2Rows, r)
+	}
+	for _, i := range later {
+		r := v2[i]
+		r.TTFT = telemetry.Ptr(*rows[i].TTFT * 0.8)
+		v3 = append(v3, r)
+	}
+	if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(v2Rows, gone, 2)); err != nil {
+		t.Fatal(err)
+	}
+	// v3 written twice (a retried insert): the same row twice is no doubt.
+	for range 2 {
+		if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(v3, nil, 3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two different rows of one request with the same version: FINAL keeps
+	// the later written, which the fast path cannot know. It tops decode
+	// alone (its other columns are NULL).
+	for _, decode := range []float64{90_000, 80_000} {
+		r := telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("%032x", n+1), SpanID: fmt.Sprintf("%016x", n+1),
+			Service: "chat", Model: "small", Start: now.Add(-time.Hour), Decode: telemetry.Ptr(decode)}
+		if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch([]telemetry.LLMRequest{r}, nil, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	q := &analysis.Queries{CH: srv.CH}
+	final := func(f analysis.RequestFilter, extra string, extraArgs ...any) []telemetry.LLMRequest {
+		t.Helper()
+		where := "project_id = 1 AND start >= ? AND start < ?" + extra
+		dir := "ASC"
+		if f.Desc {
+			dir = "DESC"
+		}
+		r, err := srv.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE "+where+
+			" ORDER BY "+analysis.SortColumns[f.Sort]+" "+dir+" NULLS LAST, start DESC LIMIT ? OFFSET ?"+analysis.FinalSettings,
+			append(append([]any{from, to}, extraArgs...), f.Limit, f.Offset)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return clickhouse.ScanRequests(r)
+	}
+	slowP90 := func() float64 {
+		r, err := srv.CH.Query(ctx, "SELECT quantile(0.9)(coalesce(ttft_ms, e2e_ms)) AS p FROM llm_requests FINAL WHERE project_id = 1 AND start >= ? AND start < ?"+
+			analysis.FinalSettings, from, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Row(0).Float("p")
+	}()
+	type sortedPage struct {
+		sort          string
+		desc          bool
+		limit, offset int
+		model         string
+		slow          bool
+		// path is "top" when the candidates must prove the page, "final"
+		// when they cannot, "" when it hinges on the churn they hold.
+		path string
+	}
+	cases := []sortedPage{
+		{sort: "ttft", desc: true, limit: 10, path: "top"},
+		{sort: "ttft", desc: true, limit: 50, path: "top"},
+		{sort: "ttft", desc: true, limit: 20, offset: 30, path: "top"},
+		{sort: "ttft", desc: true, limit: 20, offset: 100, path: "top"},
+		{sort: "ttft", desc: true, limit: 100, offset: 150},
+		{sort: "ttft", desc: true, limit: 10, offset: 35, model: "large", path: "top"},
+		{sort: "ttft", desc: true, limit: 50, model: "other", path: "final"}, // 50 rows: fewer than the candidates sought
+		{sort: "ttft", desc: true, limit: 30, slow: true},
+		{sort: "ttft", limit: 50, path: "top"},
+		{sort: "ttft", limit: 40, offset: 200, path: "top"},
+		{sort: "e2e", desc: true, limit: 10, path: "final"},
+		{sort: "e2e", limit: 25, offset: 5, path: "top"},
+		{sort: "queue", desc: true, limit: 50, path: "top"},
+		{sort: "queue", limit: 50, offset: 450, path: "top"},
+		{sort: "pre_inference", desc: true, limit: 50, path: "final"},  // the candidates reach the NULLs
+		{sort: "pre_inference", desc: true, limit: 100, path: "final"}, // and so does the page
+		{sort: "itl", desc: true, limit: 1000, path: "top"},            // past topPageMax Requests reads FINAL; the fast path still agrees
+		{sort: "input_tokens", desc: true, limit: 60, offset: 10, path: "top"},
+		{sort: "input_tokens", limit: 60, path: "top"},
+	}
+	for name := range analysis.SortColumns {
+		if name == "start" {
+			continue
+		}
+		for _, desc := range []bool{true, false} {
+			path := "top"
+			switch {
+			case name == "decode" && desc, name == "e2e" && desc, name == "pre_inference":
+				path = "final" // the request of two rows, the E2E top moved down, the NULLs
+			}
+			cases = append(cases, sortedPage{sort: name, desc: desc, limit: 20, offset: 3, path: path})
+		}
+	}
+	for _, c := range cases {
+		name := fmt.Sprintf("%s desc=%v limit %d offset %d model %q slow %v", c.sort, c.desc, c.limit, c.offset, c.model, c.slow)
+		f := analysis.RequestFilter{Project: 1, From: from, To: to, Sort: c.sort, Desc: c.desc, Limit: c.limit, Offset: c.offset,
+			Model: c.model, Slow: c.slow, NoTotal: true}
+		var extra string
+		var extraArgs []any
+		if c.model != "" {
+			extra, extraArgs = " AND model = ?", []any{c.model}
+		}
+		if c.slow {
+			extra, extraArgs = extra+" AND coalesce(ttft_ms, e2e_ms) > ?", append(extraArgs, slowP90)
+		}
+		want := final(f, extra, extraArgs...)
+		if len(want) == 0 {
+			t.Fatalf("%s: FINAL lists no rows", name)
+		}
+		got, total, err := q.Requests(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if total != -1 {
+			t.Errorf("%s: total %d without a count", name, total)
+		}
+		if diff := firstDiff(got, want); diff != "" {
+			t.Errorf("%s: Requests differs from FINAL: %s", name, diff)
+		}
+		if c.slow {
+			continue // the fast path alone does not apply the threshold
+		}
+		top, found, err := q.TopRequests(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.path != "" && found != (c.path == "top") {
+			t.Errorf("%s: fast path found a page: %v, want the %s path", name, found, c.path)
+		}
+		if found {
+			if diff := firstDiff(top, want); diff != "" {
+				t.Errorf("%s: fast path differs from FINAL: %s", name, diff)
+			}
+		}
+	}
+}
+
+func firstDiff(got, want []telemetry.LLMRequest) string {
+	if len(got) != len(want) {
+		return fmt.Sprintf("%d rows, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			return fmt.Sprintf("row %d is %s/%s (ttft %v), want %s/%s (ttft %v)", i, got[i].TraceID, got[i].SpanID, fmtPtr(got[i].TTFT),
+				want[i].TraceID, want[i].SpanID, fmtPtr(want[i].TTFT))
+		}
+	}
+	return ""
+}
