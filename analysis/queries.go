@@ -2,13 +2,14 @@ package analysis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"reflect"
 	"sort"
 	"strings"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
@@ -428,16 +429,19 @@ func (q *Queries) countWhere(ctx context.Context, where string, args []any) (int
 
 // Compare loads two windows (before = a, after = b) and compares them.
 func (q *Queries) Compare(ctx context.Context, project uint32, a, b diagnose.Range, service, model string, prices map[string]diagnose.Price) (diagnose.Comparison, error) {
+	// Both windows load at once: one's rows decode in Go while the engine
+	// reads the other's.
 	var before, after loadedRequests
-	err := both(
-		func() (err error) {
-			before, err = q.load(ctx, RequestFilter{Project: project, From: a.From, To: a.To, Service: service, Model: model}, q.maxRows())
-			return err
-		},
-		func() (err error) {
-			after, err = q.load(ctx, RequestFilter{Project: project, From: b.From, To: b.To, Service: service, Model: model}, q.maxRows())
-			return err
-		})
+	var g errgroup.Group
+	g.Go(func() (err error) {
+		before, err = q.load(ctx, RequestFilter{Project: project, From: a.From, To: a.To, Service: service, Model: model}, q.maxRows())
+		return err
+	})
+	g.Go(func() (err error) {
+		after, err = q.load(ctx, RequestFilter{Project: project, From: b.From, To: b.To, Service: service, Model: model}, q.maxRows())
+		return err
+	})
+	err := g.Wait()
 	if err != nil {
 		return diagnose.Comparison{}, err
 	}
@@ -470,21 +474,22 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 		d.Baseline = diagnose.DefaultBaseline(d.Window)
 	}
 	in := diagnose.Input{Window: d.Window, Baseline: d.Baseline, SLO: d.SLO, Prices: d.Prices}
+	// Window and baseline load at once (see Compare).
 	var win, base loadedRequests
-	err := both(
-		func() (err error) {
-			win, err = q.load(ctx, RequestFilter{Project: d.Project, From: d.Window.From, To: d.Window.To, Service: d.Service, Model: d.Model}, q.maxRows())
-			return err
-		},
-		func() (err error) {
-			if !withBaseline {
-				return nil
-			}
-			// The baseline only gives reference percentiles and shares:
-			// half the window's sample is plenty, and halves its cost.
+	var g errgroup.Group
+	g.Go(func() (err error) {
+		win, err = q.load(ctx, RequestFilter{Project: d.Project, From: d.Window.From, To: d.Window.To, Service: d.Service, Model: d.Model}, q.maxRows())
+		return err
+	})
+	if withBaseline {
+		// The baseline only gives reference percentiles and shares: half
+		// the window's sample is plenty, and halves its cost.
+		g.Go(func() (err error) {
 			base, err = q.load(ctx, RequestFilter{Project: d.Project, From: d.Baseline.From, To: d.Baseline.To, Service: d.Service, Model: d.Model}, q.maxRows()/2)
 			return err
 		})
+	}
+	err := g.Wait()
 	if err != nil {
 		return in, err
 	}
@@ -537,12 +542,7 @@ const (
 	sampleLevel0Keep = 16
 )
 
-func (q *Queries) maxRows() int {
-	if q.MaxRows > 0 {
-		return q.MaxRows
-	}
-	return DefaultMaxRows
-}
+func (q *Queries) maxRows() int { return orDefault(q.MaxRows, DefaultMaxRows) }
 
 // loadedRequests are a window's requests, time-ordered.
 type loadedRequests struct {
@@ -694,20 +694,6 @@ func (q *Queries) Trace(ctx context.Context, project uint32, traceID string) ([]
 		return nil, nil, err
 	}
 	return spans, reqs, nil
-}
-
-// both runs two loads at once: one's rows decode in Go while the engine
-// reads the other's.
-func both(a, b func() error) error {
-	var errB error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		errB = b()
-	}()
-	errA := a()
-	<-done
-	return errors.Join(errA, errB)
 }
 
 func minTime(a, b time.Time) time.Time {
