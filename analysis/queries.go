@@ -25,6 +25,8 @@ type Queries struct {
 	// OverviewExactRows and OverviewSampleMin override the overview's
 	// sampling thresholds (tests lower them); zero takes the defaults.
 	OverviewExactRows, OverviewSampleMin int
+	// ExactCountRows overrides exactCountMax (tests lower it).
+	ExactCountRows int
 }
 
 // MaxWindow is the longest window a query may ask for.
@@ -89,14 +91,30 @@ func (f RequestFilter) where() (string, []any) {
 	return strings.Join(conds, " AND "), args
 }
 
+// Count is how many requests match a filter: counted, or estimated from the
+// stored sample when the window is too big to count under FINAL at a
+// page's pace.
+type Count struct {
+	N         int // -1 when not asked for
+	Estimated bool
+}
+
 // Requests lists requests, newest first unless sorted otherwise, and the
 // total count matching the filter (for pagination).
-func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LLMRequest, int, error) {
+func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LLMRequest, Count, error) {
 	where, args := f.where()
 	if f.Slow {
-		p90, err := q.CH.Query(ctx, "SELECT quantile(0.9)(coalesce(ttft_ms, e2e_ms)) AS p FROM llm_requests FINAL WHERE "+where+FinalSettings, args...)
+		// The p90 of a big window is read from the stored sample: a
+		// sixteenth of the reading, and p90 of thousands of rows is as
+		// good a line between slow and the rest.
+		rough, err := q.roughCount(ctx, where, args)
 		if err != nil {
-			return nil, 0, fmt.Errorf("slow threshold: %w", err)
+			return nil, Count{}, err
+		}
+		c := planCount(rough, q.exactCountMax())
+		p90, err := q.CH.Query(ctx, "SELECT quantile(0.9)(coalesce(ttft_ms, e2e_ms)) AS p FROM "+c.table+" FINAL WHERE "+where+c.where+FinalSettings, args...)
+		if err != nil {
+			return nil, Count{}, fmt.Errorf("slow threshold: %w", err)
 		}
 		if p := p90.Row(0).FloatPtr("p"); p != nil {
 			where += " AND coalesce(ttft_ms, e2e_ms) > ?"
@@ -133,7 +151,7 @@ func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LL
 	case col == "start" && f.Desc && !f.From.IsZero() && !f.To.IsZero() && f.To.Sub(f.From) > newestProbe:
 		r, err := page(where+" AND start >= ?", append(append([]any{}, args...), f.To.Add(-newestProbe)))
 		if err != nil {
-			return nil, 0, err
+			return nil, Count{}, err
 		}
 		reqs, found = clickhouse.ScanRequests(r), r.Len() == f.Limit
 	// Slowest (or fastest) first over a long window: the top rows read
@@ -142,23 +160,28 @@ func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LL
 	case col != "start" && f.Offset >= 0 && f.Offset+f.Limit <= topPageMax &&
 		(f.From.IsZero() || f.To.IsZero() || f.To.Sub(f.From) > topMinWindow):
 		if reqs, found, err = q.topRequests(ctx, f.Project, where, args, col, f.Desc, f.Offset, f.Limit); err != nil {
-			return nil, 0, err
+			return nil, Count{}, err
 		}
 	}
 	if !found {
 		r, err := page(where, args)
 		if err != nil {
-			return nil, 0, err
+			return nil, Count{}, err
 		}
 		reqs = clickhouse.ScanRequests(r)
 	}
-	n := -1
+	total := Count{N: -1}
 	if !f.NoTotal {
-		if n, err = q.countWhere(ctx, where, args); err != nil {
-			return nil, 0, err
+		if total, err = q.count(ctx, where, args); err != nil {
+			return nil, Count{}, err
+		}
+		if total.Estimated {
+			// Never fewer than the rows already listed (a sparse filter's
+			// sample may hold none of them).
+			total.N = max(total.N, max(f.Offset, 0)+len(reqs))
 		}
 	}
-	return reqs, n, nil
+	return reqs, total, nil
 }
 
 // newestProbe is the span of the first, cheap pass of a newest-first list.
@@ -427,6 +450,59 @@ func (q *Queries) countWhere(ctx context.Context, where string, args []any) (int
 	return int(r.Row(0).Int("n")), nil
 }
 
+// roughCount is the number of stored rows matching a where clause without
+// FINAL: versions not merged yet count twice, so it overcounts a little.
+// Cheap (no merging), it sizes the reads that follow.
+func (q *Queries) roughCount(ctx context.Context, where string, args []any) (int, error) {
+	r, err := q.CH.Query(ctx, "SELECT count() AS n FROM llm_requests WHERE "+where, args...)
+	if err != nil {
+		return 0, fmt.Errorf("count requests: %w", err)
+	}
+	return int(r.Row(0).Int("n")), nil
+}
+
+// exactCountMax is the most stored rows a list counts exactly. Counting
+// under FINAL costs ~60 ms per million rows of a week on two cores (it
+// merges every version); beyond, the stored sample's count scaled up is
+// within about half a percent (≥ 60k sampled rows).
+const exactCountMax = 1_000_000
+
+// countPlan says where a count over rough stored rows reads, and how much
+// each row it counts stands for.
+type countPlan struct {
+	table, where string
+	scale        float64
+}
+
+func planCount(rough, exactMax int) countPlan {
+	switch {
+	case rough <= exactMax:
+		return countPlan{table: "llm_requests", scale: 1}
+	case rough <= exactMax*SampleBuckets/sampleTableKeep:
+		return countPlan{table: "llm_requests_sample", scale: SampleBuckets / sampleTableKeep}
+	}
+	return countPlan{table: "llm_requests_sample", where: " AND sample_level = 0", scale: SampleBuckets / sampleLevel0Keep}
+}
+
+// count is the number of requests matching a where clause: exact up to
+// exactCountMax stored rows, else estimated from the stored sample.
+func (q *Queries) count(ctx context.Context, where string, args []any) (Count, error) {
+	rough, err := q.roughCount(ctx, where, args)
+	if err != nil {
+		return Count{}, err
+	}
+	p := planCount(rough, q.exactCountMax())
+	r, err := q.CH.Query(ctx, "SELECT count() AS n FROM "+p.table+" FINAL WHERE "+where+p.where+FinalSettings, args...)
+	if err != nil {
+		return Count{}, fmt.Errorf("count requests: %w", err)
+	}
+	n := int(r.Row(0).Int("n"))
+	if p.scale == 1 {
+		return Count{N: n}, nil
+	}
+	return Count{N: int(math.Round(float64(n) * p.scale)), Estimated: true}, nil
+}
+
 // Compare loads two windows (before = a, after = b) and compares them.
 func (q *Queries) Compare(ctx context.Context, project uint32, a, b diagnose.Range, service, model string, prices map[string]diagnose.Price) (diagnose.Comparison, error) {
 	// Both windows load at once: one's rows decode in Go while the engine
@@ -544,6 +620,8 @@ const (
 
 func (q *Queries) maxRows() int { return orDefault(q.MaxRows, DefaultMaxRows) }
 
+func (q *Queries) exactCountMax() int { return orDefault(q.ExactCountRows, exactCountMax) }
+
 // loadedRequests are a window's requests, time-ordered.
 type loadedRequests struct {
 	reqs []telemetry.LLMRequest
@@ -603,13 +681,13 @@ func (p SamplePlan) SQL(where string, args []any, limit int) (string, []any) {
 // reading, far cheaper than ordering every row by hash).
 func (q *Queries) load(ctx context.Context, f RequestFilter, limit int) (loadedRequests, error) {
 	where, args := f.where()
-	// Without FINAL the count may include versions not merged yet: an
-	// overcount, so the sample errs on the small side. Cheap either way.
-	r, err := q.CH.Query(ctx, "SELECT count() AS n FROM llm_requests WHERE "+where, args...)
+	// The rough count overcounts unmerged versions, so the sample errs on
+	// the small side.
+	rough, err := q.roughCount(ctx, where, args)
 	if err != nil {
-		return loadedRequests{}, fmt.Errorf("count requests: %w", err)
+		return loadedRequests{}, err
 	}
-	plan := PlanSample(int(r.Row(0).Int("n")), limit)
+	plan := PlanSample(rough, limit)
 	var out loadedRequests
 	if plan.Sampled() && plan.Table == "llm_requests" {
 		// Counting under FINAL costs about what the read does here.

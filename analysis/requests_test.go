@@ -3,6 +3,7 @@ package analysis_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -33,8 +34,8 @@ func TestRequestsNewestFirstPages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if total != 120 {
-			t.Errorf("limit %d offset %d: total %d, want 120", c.limit, c.offset, total)
+		if total != (analysis.Count{N: 120}) {
+			t.Errorf("limit %d offset %d: total %+v, want exactly 120", c.limit, c.offset, total)
 		}
 		want := rows[c.offset:min(c.offset+c.limit, len(rows))]
 		if len(got) != len(want) {
@@ -45,6 +46,72 @@ func TestRequestsNewestFirstPages(t *testing.T) {
 				t.Errorf("limit %d offset %d: row %d is %s (ttft %v), want %s", c.limit, c.offset, i, got[i].TraceID, *got[i].TTFT, want[i].TraceID)
 				break
 			}
+		}
+	}
+}
+
+// A list over more rows than a page can count under FINAL gives the stored
+// sample's count scaled up, says it is an estimate, and reads the slow
+// threshold from the sample too.
+func TestRequestsTotalEstimatedFromSample(t *testing.T) {
+	srv := apptest.Start(t, apptest.Options{})
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Second)
+	const n = 20_000
+	rows := make([]telemetry.LLMRequest, n)
+	for i := range rows {
+		rows[i] = telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("%032x", i+1), SpanID: fmt.Sprintf("%016x", i+1),
+			Service: "chat", Model: "m", Start: now.Add(-time.Duration(i) * 100 * time.Millisecond), TTFT: telemetry.Ptr(float64(i % 1000))}
+	}
+	if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(rows, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	window := analysis.RequestFilter{Project: 1, From: now.Add(-time.Hour), To: now.Add(time.Second), Limit: 50}
+	sampled := func(extra string) int {
+		r, err := srv.CH.Query(ctx, "SELECT count() AS n FROM llm_requests_sample FINAL WHERE project_id = 1"+extra)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(r.Row(0).Int("n"))
+	}
+	for _, c := range []struct {
+		name     string
+		exactMax int
+		want     analysis.Count
+		within   float64 // relative error allowed against the true total
+	}{
+		{"exact", 0, analysis.Count{N: n}, 0},
+		{"sample", 5_000, analysis.Count{N: sampled("") * 16, Estimated: true}, 0.15},
+		{"level 0", 1_000, analysis.Count{N: sampled(" AND sample_level = 0") * 256, Estimated: true}, 0.5},
+	} {
+		q := &analysis.Queries{CH: srv.CH, ExactCountRows: c.exactMax}
+		got, total, err := q.Requests(ctx, window)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 50 {
+			t.Errorf("%s: %d rows, want a page of 50", c.name, len(got))
+		}
+		if total != c.want {
+			t.Errorf("%s: total %+v, want %+v", c.name, total, c.want)
+		}
+		if off := math.Abs(float64(total.N-n)) / n; off > c.within {
+			t.Errorf("%s: total %d is %.0f %% off the true %d", c.name, total.N, off*100, n)
+		}
+		// Slow keeps requests above the p90: about a tenth of the window
+		// (TTFT cycles through 0..999 ms, so the line sits near 900 ms).
+		slow := window
+		slow.Slow, slow.Limit = true, 1000
+		got, _, err = q.Requests(ctx, slow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		low := 1000.0
+		for _, r := range got {
+			low = min(low, *r.TTFT)
+		}
+		if len(got) != 1000 || low < 850 || low > 950 {
+			t.Errorf("%s: slow filter kept %d rows from TTFT %.0f ms up, want a full page above ~900 ms", c.name, len(got), low)
 		}
 	}
 }

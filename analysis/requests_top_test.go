@@ -215,8 +215,8 @@ func TestRequestsSortedPagesMatchFinal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if total != -1 {
-			t.Errorf("%s: total %d without a count", name, total)
+		if total.N != -1 {
+			t.Errorf("%s: total %+v without a count", name, total)
 		}
 		if diff := firstDiff(got, want); diff != "" {
 			t.Errorf("%s: Requests differs from FINAL: %s", name, diff)

@@ -26,7 +26,7 @@ import (
 
 // Source is what the shared pages read (analysis.Queries).
 type Source interface {
-	Requests(ctx context.Context, f analysis.RequestFilter) ([]telemetry.LLMRequest, int, error)
+	Requests(ctx context.Context, f analysis.RequestFilter) ([]telemetry.LLMRequest, analysis.Count, error)
 	Diagnose(ctx context.Context, d analysis.DiagnoseRequest) (diagnose.Diagnosis, error)
 	Compare(ctx context.Context, project uint32, a, b diagnose.Range, service, model string, prices map[string]diagnose.Price) (diagnose.Comparison, error)
 	Trace(ctx context.Context, project uint32, traceID string) ([]telemetry.Span, []telemetry.LLMRequest, error)

@@ -112,8 +112,8 @@ type fakeSource struct {
 	diagnosed []analysis.DiagnoseRequest
 }
 
-func (f *fakeSource) Requests(_ context.Context, r analysis.RequestFilter) ([]telemetry.LLMRequest, int, error) {
-	return []telemetry.LLMRequest{{TraceID: "t1", TTFT: telemetry.Ptr(1900.0)}}, 1, nil
+func (f *fakeSource) Requests(_ context.Context, r analysis.RequestFilter) ([]telemetry.LLMRequest, analysis.Count, error) {
+	return []telemetry.LLMRequest{{TraceID: "t1", TTFT: telemetry.Ptr(1900.0)}}, analysis.Count{N: 1}, nil
 }
 
 func (f *fakeSource) Diagnose(_ context.Context, d analysis.DiagnoseRequest) (diagnose.Diagnosis, error) {

@@ -22,7 +22,7 @@ import (
 
 // Queries is what pages and the API read (analysis.Queries).
 type Queries interface {
-	Requests(ctx context.Context, f analysis.RequestFilter) ([]telemetry.LLMRequest, int, error)
+	Requests(ctx context.Context, f analysis.RequestFilter) ([]telemetry.LLMRequest, analysis.Count, error)
 	Services(ctx context.Context, project uint32, since time.Time) ([]analysis.ServiceInfo, error)
 	Diagnose(ctx context.Context, d analysis.DiagnoseRequest) (diagnose.Diagnosis, error)
 	Series(ctx context.Context, d analysis.DiagnoseRequest) ([]diagnose.Bucket, float64, error)
@@ -222,7 +222,12 @@ func (s *Server) apiRequests(c echo.Context) error {
 	for i, r := range reqs {
 		out[i] = toRequestJSON(r)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"requests": out, "total": total})
+	body := map[string]any{"requests": out, "total": total.N}
+	if total.Estimated {
+		// A busy window's total is scaled up from the stored sample.
+		body["total_estimated"] = true
+	}
+	return c.JSON(http.StatusOK, body)
 }
 
 func (s *Server) diagnoseRequest(c echo.Context) (analysis.DiagnoseRequest, error) {

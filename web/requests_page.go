@@ -192,7 +192,7 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-func requestsResults(q requestsQuery, reqs []telemetry.LLMRequest, total int, now time.Time) views.RequestsResults {
+func requestsResults(q requestsQuery, reqs []telemetry.LLMRequest, count analysis.Count, now time.Time) views.RequestsResults {
 	r := views.RequestsResults{}
 	base := q.values(false)
 	current := q.sort
@@ -231,16 +231,23 @@ func requestsResults(q requestsQuery, reqs []telemetry.LLMRequest, total int, no
 	}
 	first := q.filter.Offset + 1
 	last := q.filter.Offset + len(reqs)
+	total := count.N
+	// An estimated total (a busy window's count read from the stored
+	// sample) says so, and so does the page count it gives.
+	about := ""
+	if count.Estimated {
+		about = "about "
+	}
 	pages := max(1, (total+requestsPerPage-1)/requestsPerPage)
 	switch {
 	case total == 0:
 		r.Summary = "No requests"
 	case len(reqs) == 0:
-		r.Summary = fmt.Sprintf("Page %d is past the end: %s", q.page, plural(total, "request"))
+		r.Summary = fmt.Sprintf("Page %d is past the end: %s%s", q.page, about, plural(total, "request"))
 	default:
-		r.Summary = fmt.Sprintf("%s–%s of %s", humanInt(int64(first)), humanInt(int64(last)), plural(total, "request"))
+		r.Summary = fmt.Sprintf("%s–%s of %s%s", humanInt(int64(first)), humanInt(int64(last)), about, plural(total, "request"))
 	}
-	r.PageLabel = fmt.Sprintf("Page %s of %s", humanInt(int64(q.page)), humanInt(int64(pages)))
+	r.PageLabel = fmt.Sprintf("Page %s of %s%s", humanInt(int64(q.page)), about, humanInt(int64(pages)))
 	filtered := q.filter.Service != "" || q.filter.Model != "" || q.filter.Instance != "" || q.filter.ColdStart || q.filter.Slow
 	if filtered {
 		r.Empty = "No requests match these filters in " + strings.ToLower(q.rng.label()[:1]) + q.rng.label()[1:] + ". Widen the range or reset the filters."
@@ -260,7 +267,9 @@ func requestsResults(q requestsQuery, reqs []telemetry.LLMRequest, total int, no
 	if q.page > 1 {
 		r.PrevHref = pageHref(min(q.page-1, pages))
 	}
-	if q.page < pages {
+	// An estimate may fall short of the real total: a full page always
+	// has a next one then.
+	if q.page < pages || (count.Estimated && len(reqs) == q.filter.Limit) {
 		r.NextHref = pageHref(q.page + 1)
 	}
 	return r

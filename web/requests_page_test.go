@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"regexp"
 	"strings"
@@ -100,6 +101,28 @@ func TestRequestsPage(t *testing.T) {
 
 	if bad := b.get("/requests?sort=password"); bad.Code != http.StatusBadRequest {
 		t.Errorf("sort=password: %d, want 400", bad.Code)
+	}
+
+	// A window too big to count exactly (here: over 20 stored rows) shows
+	// the stored sample's estimate as such, and the API flags it.
+	srv.Queries.ExactCountRows = 20
+	busy := b.page("/requests?last=1h")
+	if !regexp.MustCompile(`1–50 of about [\d,]+ requests`).MatchString(busy) || !strings.Contains(busy, "Page 1 of about ") {
+		t.Errorf("estimated total: page says %q", regexp.MustCompile(`1–\d+ of [^<]*`).FindString(busy))
+	}
+	req, _ := http.NewRequest("GET", "http://"+srv.HTTPAddr+"/api/v1/requests?last=1h&limit=10", nil)
+	req.Header.Set("Authorization", "Bearer "+apptest.Key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var api struct {
+		Total          int  `json:"total"`
+		TotalEstimated bool `json:"total_estimated"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&api); err != nil || !api.TotalEstimated || api.Total < 10 {
+		t.Errorf("API total %+v (%v), want an estimate of at least the 10 rows listed", api, err)
 	}
 }
 
