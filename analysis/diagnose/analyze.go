@@ -53,6 +53,7 @@ type analysis struct {
 	corrs       []Correlation
 	series      []Bucket
 	bubble      []Attribution
+	attrs       *attrIndex // built on the first bubble-up
 	metricsWin  []telemetry.MetricPoint
 	metricsBase []telemetry.MetricPoint
 	evidence    []Evidence
@@ -917,7 +918,10 @@ func (a *analysis) bubbleUpFor(g *group) []Attribution {
 	if g == nil {
 		return nil
 	}
-	return bubbleUp(a.in.Requests, g.slow, a.in.BaselineRequests, a.in.Attributes)
+	if a.attrs == nil {
+		a.attrs = newAttrIndex(a.in.Requests, a.in.BaselineRequests, a.in.Attributes)
+	}
+	return a.attrs.bubbleUp(g.slow)
 }
 
 // bubbleEvidence quotes the strongest bubble-up finding when it is clearly

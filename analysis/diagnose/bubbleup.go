@@ -54,74 +54,127 @@ func promptLength(r *telemetry.LLMRequest) string {
 	}
 }
 
-// attributes returns the bubble-up keys of one request; empty values are
-// left out (unknown is not a value worth ranking).
-func attributes(r *telemetry.LLMRequest, extra map[string]map[string]string) map[string]string {
-	out := map[string]string{
-		KeyInstance:     r.Instance,
-		KeyModel:        r.Model,
-		KeyTenant:       r.Tenant,
-		KeyRoute:        r.Route,
-		KeyPromptLength: promptLength(r),
-		KeyColdStart:    strconv.FormatBool(r.ColdStart),
+// eachAttribute calls f with every bubble-up key and value of one request;
+// empty values are left out (unknown is not a value worth ranking).
+func eachAttribute(r *telemetry.LLMRequest, extra map[string]map[string]string, f func(k, v string)) {
+	own := [...]attrKV{
+		{KeyInstance, r.Instance},
+		{KeyModel, r.Model},
+		{KeyTenant, r.Tenant},
+		{KeyRoute, r.Route},
+		{KeyPromptLength, promptLength(r)},
+		{KeyColdStart, strconv.FormatBool(r.ColdStart)},
 	}
+	for _, a := range own {
+		if a.v != "" {
+			f(a.k, a.v)
+		}
+	}
+extra:
 	for k, v := range extra[r.SpanID] {
-		// The request's own fields win: they are normalized, raw keys are not.
-		if _, taken := out[k]; !taken || out[k] == "" {
-			out[k] = v
-		}
-	}
-	for k, v := range out {
 		if v == "" {
-			delete(out, k)
+			continue
 		}
+		// The request's own fields win: they are normalized, raw keys are not.
+		for _, a := range own {
+			if a.k == k && a.v != "" {
+				continue extra
+			}
+		}
+		f(k, v)
 	}
-	return out
+}
+
+type attrKV struct{ k, v string }
+
+// attrIndex holds every window request's bubble-up values as small
+// integers, interned once, and the baseline's count of each: a diagnosis
+// ranks them for up to three groups of slow requests, and building a map
+// per request per ranking was a tenth of its time.
+type attrIndex struct {
+	values []attrKV
+	// ids[off[i]:off[i+1]] are window request i's values.
+	ids   []int32
+	off   []int32
+	base  []int // baseline requests holding each value
+	nBase int
+}
+
+func newAttrIndex(win, base []telemetry.LLMRequest, extra map[string]map[string]string) *attrIndex {
+	x := &attrIndex{off: make([]int32, 0, len(win)+1), ids: make([]int32, 0, 7*len(win)), nBase: len(base)}
+	seen := map[attrKV]int32{}
+	intern := func(k, v string) int32 {
+		id, ok := seen[attrKV{k, v}]
+		if !ok {
+			id = int32(len(x.values))
+			seen[attrKV{k, v}] = id
+			x.values = append(x.values, attrKV{k, v})
+		}
+		return id
+	}
+	add := func(k, v string) { x.ids = append(x.ids, intern(k, v)) }
+	for i := range win {
+		x.off = append(x.off, int32(len(x.ids)))
+		eachAttribute(&win[i], extra, add)
+	}
+	x.off = append(x.off, int32(len(x.ids)))
+	count := func(k, v string) {
+		id := intern(k, v)
+		for int(id) >= len(x.base) {
+			x.base = append(x.base, 0)
+		}
+		x.base[id]++
+	}
+	for i := range base {
+		eachAttribute(&base[i], extra, count)
+	}
+	return x
 }
 
 // bubbleUp ranks attribute values by how over-represented they are among
-// the slow requests (indexes into win) compared with the other window
-// requests; the baseline share is reported alongside.
-func bubbleUp(win []telemetry.LLMRequest, slow []int, base []telemetry.LLMRequest, extra map[string]map[string]string) []Attribution {
-	if len(slow) == 0 || len(slow) == len(win) {
+// the slow requests (indexes into the window) compared with the other
+// window requests; the baseline share is reported alongside.
+func (x *attrIndex) bubbleUp(slow []int) []Attribution {
+	n := len(x.off) - 1
+	if len(slow) == 0 || len(slow) == n {
 		return nil
 	}
-	isSlow := make([]bool, len(win))
+	isSlow := make([]bool, n)
 	for _, i := range slow {
 		isSlow[i] = true
 	}
-	type kv struct{ k, v string }
-	slowN, fastN := map[kv]int{}, map[kv]int{}
-	for i := range win {
-		for k, v := range attributes(&win[i], extra) {
-			if isSlow[i] {
-				slowN[kv{k, v}]++
-			} else {
-				fastN[kv{k, v}]++
-			}
+	slowN, fastN := make([]int, len(x.values)), make([]int, len(x.values))
+	for i := range n {
+		counts := fastN
+		if isSlow[i] {
+			counts = slowN
+		}
+		for _, id := range x.ids[x.off[i]:x.off[i+1]] {
+			counts[id]++
 		}
 	}
-	baseN := map[kv]int{}
-	for i := range base {
-		for k, v := range attributes(&base[i], extra) {
-			baseN[kv{k, v}]++
-		}
-	}
-	nSlow, nFast := len(slow), len(win)-len(slow)
+	nSlow, nFast := len(slow), n-len(slow)
 
 	var out []Attribution
-	for key, c := range slowN {
+	for id, c := range slowN {
+		if c == 0 {
+			continue
+		}
 		a := Attribution{
-			Key: key.k, Value: key.v,
-			SlowShare: stats.Share(c, nSlow), FastShare: stats.Share(fastN[key], nFast),
-			SlowCount: c, FastCount: fastN[key],
+			Key: x.values[id].k, Value: x.values[id].v,
+			SlowShare: stats.Share(c, nSlow), FastShare: stats.Share(fastN[id], nFast),
+			SlowCount: c, FastCount: fastN[id],
 		}
 		a.Difference = a.SlowShare - a.FastShare
 		if a.Difference <= 0 {
 			continue
 		}
-		if len(base) > 0 {
-			a.BaselineShare = num(stats.Share(baseN[key], len(base)))
+		if x.nBase > 0 {
+			inBase := 0
+			if id < len(x.base) {
+				inBase = x.base[id]
+			}
+			a.BaselineShare = num(stats.Share(inBase, x.nBase))
 		}
 		out = append(out, a)
 	}

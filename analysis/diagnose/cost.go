@@ -91,7 +91,7 @@ func CostPerTask(reqs []telemetry.LLMRequest, prices map[string]Price) *TaskCost
 // taskValues returns per-task cost (NaN when unpriced) and call counts, for
 // Compare.
 func taskValues(reqs []telemetry.LLMRequest, prices map[string]Price) (cost, calls []float64) {
-	idx := map[string]int{}
+	idx := make(map[string]int, len(reqs))
 	for i := range reqs {
 		r := &reqs[i]
 		key := r.TraceID

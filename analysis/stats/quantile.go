@@ -7,7 +7,6 @@ package stats
 
 import (
 	"math"
-	"slices"
 )
 
 // Quantile returns the q-quantile (q in 0..1) of xs, interpolating linearly
@@ -37,7 +36,7 @@ type Sorted []float64
 // Sort returns a sorted copy of xs without NaN values.
 func Sort(xs []float64) Sorted {
 	s := finite(xs)
-	slices.Sort(s)
+	sortFloats(s)
 	return s
 }
 
