@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -25,8 +26,9 @@ type Queries struct {
 	// OverviewExactRows and OverviewSampleMin override the overview's
 	// sampling thresholds (tests lower them); zero takes the defaults.
 	OverviewExactRows, OverviewSampleMin int
-	// ExactCountRows overrides exactCountMax (tests lower it).
-	ExactCountRows int
+	// ExactCountRows and SeriesExactRows override exactCountMax and
+	// SeriesExactMax (tests lower them).
+	ExactCountRows, SeriesExactRows int
 }
 
 // MaxWindow is the longest window a query may ask for.
@@ -517,17 +519,20 @@ func (q *Queries) Compare(ctx context.Context, project uint32, a, b diagnose.Ran
 		after, err = q.load(ctx, RequestFilter{Project: project, From: b.From, To: b.To, Service: service, Model: model}, q.maxRows())
 		return err
 	})
-	err := g.Wait()
+	servers, err := q.servers(ctx, project, service, model, diagnose.Range{From: minTime(a.From, b.From), To: maxTime(a.To, b.To)})
 	if err != nil {
 		return diagnose.Comparison{}, err
 	}
-	servers := serverServices(append(append([]telemetry.LLMRequest{}, before.reqs...), after.reqs...), service)
-	bm, err := q.metrics(ctx, project, servers, a, diagnose.Buckets(a))
-	if err != nil {
-		return diagnose.Comparison{}, err
-	}
-	am, err := q.metrics(ctx, project, servers, b, diagnose.Buckets(b))
-	if err != nil {
+	var bm, am []telemetry.MetricPoint
+	g.Go(func() (err error) {
+		bm, err = q.metrics(ctx, project, servers, a, diagnose.Buckets(a))
+		return err
+	})
+	g.Go(func() (err error) {
+		am, err = q.metrics(ctx, project, servers, b, diagnose.Buckets(b))
+		return err
+	})
+	if err := g.Wait(); err != nil {
 		return diagnose.Comparison{}, err
 	}
 	return diagnose.Compare(before.reqs, after.reqs, diagnose.CompareOptions{BeforeMetrics: bm, AfterMetrics: am, Prices: prices,
@@ -553,8 +558,24 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 	// Window and baseline load at once (see Compare).
 	var win, base loadedRequests
 	var g errgroup.Group
-	g.Go(func() (err error) {
-		win, err = q.load(ctx, RequestFilter{Project: d.Project, From: d.Window.From, To: d.Window.To, Service: d.Service, Model: d.Model}, q.maxRows())
+	g.Go(func() error {
+		f := RequestFilter{Project: d.Project, From: d.Window.From, To: d.Window.To, Service: d.Service, Model: d.Model}
+		where, args := f.where()
+		rough, err := q.roughCount(ctx, where, args)
+		if err != nil {
+			return err
+		}
+		if rough > q.maxRows() && rough <= q.seriesExactMax() {
+			// The window is loaded as a sample, but is small enough for
+			// the engine to compute its series over every request:
+			// sharper per-bucket percentiles for the chart and the
+			// correlations, at the cost of one more read of the window.
+			g.Go(func() (err error) {
+				in.RequestBuckets, err = q.requestBuckets(ctx, where, args, diagnose.Buckets(d.Window))
+				return err
+			})
+		}
+		win, err = q.loadPlanned(ctx, where, args, rough, q.maxRows())
 		return err
 	})
 	if withBaseline {
@@ -565,44 +586,88 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 			return err
 		})
 	}
-	err := g.Wait()
+	// Gauges and events load beside the requests: the inference services
+	// behind them come from the hourly name counts, not the rows.
+	span := diagnose.Range{From: minTime(d.Window.From, d.Baseline.From), To: maxTime(d.Window.To, d.Baseline.To)}
+	if !withBaseline {
+		span = d.Window
+	}
+	servers, err := q.servers(ctx, d.Project, d.Service, d.Model, span)
 	if err != nil {
+		return in, err
+	}
+	// Gauges come pre-aggregated to the chart's bucket width, window and
+	// baseline read apart so no bucket mixes the two.
+	width := diagnose.Buckets(d.Window)
+	var winMetrics, baseMetrics []telemetry.MetricPoint
+	g.Go(func() (err error) {
+		winMetrics, err = q.metrics(ctx, d.Project, servers, d.Window, width)
+		return err
+	})
+	if withBaseline {
+		g.Go(func() (err error) {
+			baseMetrics, err = q.metrics(ctx, d.Project, servers, d.Baseline, width)
+			return err
+		})
+	}
+	if len(servers) > 0 {
+		g.Go(func() error {
+			r, err := q.CH.Query(ctx, "SELECT "+clickhouse.EventColumns+" FROM events FINAL WHERE project_id = ? AND service IN ? AND time >= ? AND time < ? ORDER BY time",
+				d.Project, servers, span.From, span.To)
+			if err != nil {
+				return fmt.Errorf("load events: %w", err)
+			}
+			in.Events = clickhouse.ScanEvents(r)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
 		return in, err
 	}
 	in.Requests, in.WindowTotal = win.reqs, win.sampledFrom
 	in.BaselineRequests, in.BaselineTotal = base.reqs, base.sampledFrom
 	in.TotalsEstimated = win.estimated || base.estimated
-	servers := serverServices(append(append([]telemetry.LLMRequest{}, in.Requests...), in.BaselineRequests...), d.Service)
-	// Gauges come pre-aggregated to the chart's bucket width, window and
-	// baseline read apart so no bucket mixes the two.
-	width := diagnose.Buckets(d.Window)
-	if in.Metrics, err = q.metrics(ctx, d.Project, servers, d.Window, width); err != nil {
-		return in, err
-	}
-	if withBaseline {
-		base, err := q.metrics(ctx, d.Project, servers, d.Baseline, width)
-		if err != nil {
-			return in, err
-		}
-		in.Metrics = append(base, in.Metrics...)
-	}
-	span := diagnose.Range{From: minTime(d.Window.From, d.Baseline.From), To: maxTime(d.Window.To, d.Baseline.To)}
-	if len(servers) > 0 {
-		r, err := q.CH.Query(ctx, "SELECT "+clickhouse.EventColumns+" FROM events FINAL WHERE project_id = ? AND service IN ? AND time >= ? AND time < ? ORDER BY time",
-			d.Project, servers, span.From, span.To)
-		if err != nil {
-			return in, fmt.Errorf("load events: %w", err)
-		}
-		in.Events = clickhouse.ScanEvents(r)
-	}
+	in.Metrics = append(baseMetrics, winMetrics...)
 	return in, nil
 }
 
+// servers are the inference services behind a service's (and model's)
+// requests over a range, and the service itself (which may be one), read
+// from the hourly name counts: gauges and events are kept per inference
+// service.
+func (q *Queries) servers(ctx context.Context, project uint32, service, model string, r diagnose.Range) ([]string, error) {
+	where := "project_id = ? AND hour >= toStartOfHour(?) AND hour < ? AND server_service != ''"
+	args := []any{project, r.From, r.To}
+	if service != "" {
+		where += " AND (service = ? OR server_service = ?)"
+		args = append(args, service, service)
+	}
+	if model != "" {
+		where += " AND model = ?"
+		args = append(args, model)
+	}
+	res, err := q.CH.Query(ctx, "SELECT DISTINCT server_service FROM llm_request_names WHERE "+where+" ORDER BY server_service", args...)
+	if err != nil {
+		return nil, fmt.Errorf("inference services: %w", err)
+	}
+	out := make([]string, 0, res.Len()+1)
+	for i := range res.Len() {
+		out = append(out, res.Row(i).String("server_service"))
+	}
+	if service != "" && !slices.Contains(out, service) {
+		out = append(out, service)
+		slices.Sort(out)
+	}
+	return out, nil
+}
+
 // DefaultMaxRows bounds the requests one window loads: beyond it a diagnosis
-// reads an even sample by hash of (trace, span). p99 over a 50k-row
-// uniform sample is within a few percent of the full figure, and it keeps
-// a busy day interactive on two cores.
-const DefaultMaxRows = 50_000
+// reads an even sample by hash of (trace, span). p99 over a 20k-row
+// uniform sample is within ~1.5 % of the full figure (its standard error
+// for exponential latencies), and a diagnosis over it costs ~40 % of one
+// over 50k (bench query --max-rows). The chart's per-bucket figures come
+// from every request when the window is small enough (SeriesExactMax).
+const DefaultMaxRows = 20_000
 
 // SampleBuckets is the hash modulus of the sample: a window keeps
 // ⌈maxRows × SampleBuckets / total⌉ of every SampleBuckets hash values.
@@ -621,6 +686,8 @@ const (
 func (q *Queries) maxRows() int { return orDefault(q.MaxRows, DefaultMaxRows) }
 
 func (q *Queries) exactCountMax() int { return orDefault(q.ExactCountRows, exactCountMax) }
+
+func (q *Queries) seriesExactMax() int { return orDefault(q.SeriesExactRows, SeriesExactMax) }
 
 // loadedRequests are a window's requests, time-ordered.
 type loadedRequests struct {
@@ -681,13 +748,19 @@ func (p SamplePlan) SQL(where string, args []any, limit int) (string, []any) {
 // reading, far cheaper than ordering every row by hash).
 func (q *Queries) load(ctx context.Context, f RequestFilter, limit int) (loadedRequests, error) {
 	where, args := f.where()
-	// The rough count overcounts unmerged versions, so the sample errs on
-	// the small side.
 	rough, err := q.roughCount(ctx, where, args)
 	if err != nil {
 		return loadedRequests{}, err
 	}
+	return q.loadPlanned(ctx, where, args, rough, limit)
+}
+
+// loadPlanned is load once the rough count of the where clause is known.
+func (q *Queries) loadPlanned(ctx context.Context, where string, args []any, rough, limit int) (loadedRequests, error) {
+	// The rough count overcounts unmerged versions, so the sample errs on
+	// the small side.
 	plan := PlanSample(rough, limit)
+	var err error
 	var out loadedRequests
 	if plan.Sampled() && plan.Table == "llm_requests" {
 		// Counting under FINAL costs about what the read does here.
@@ -702,7 +775,7 @@ func (q *Queries) load(ctx context.Context, f RequestFilter, limit int) (loadedR
 	if plan.Sampled() && plan.Table != "llm_requests" {
 		// Counting the window exactly would read every row the sample
 		// table spares; the sample's size scaled up is within a percent
-		// or so (a 50k-row sample's relative error is ~0.5 %).
+		// or so (a 20k-row sample's relative error is ~0.7 %).
 		out.sampledFrom = max(len(out.reqs), int(math.Round(float64(len(out.reqs))*SampleBuckets/float64(plan.Keep))))
 		out.estimated = true
 	}
@@ -735,26 +808,6 @@ func (q *Queries) metrics(ctx context.Context, project uint32, services []string
 			Instance: row.String("instance"), Name: row.String("name"), Value: row.Float("peak")}
 	}
 	return out, nil
-}
-
-// serverServices are the inference services behind the requests (and the
-// filtered service itself, which may be one).
-func serverServices(reqs []telemetry.LLMRequest, service string) []string {
-	set := map[string]bool{}
-	if service != "" {
-		set[service] = true
-	}
-	for i := range reqs {
-		if reqs[i].ServerService != "" {
-			set[reqs[i].ServerService] = true
-		}
-	}
-	out := make([]string, 0, len(set))
-	for s := range set {
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Trace returns a trace's spans and its decomposed requests.

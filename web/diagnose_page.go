@@ -54,7 +54,7 @@ func (s *Server) diagnosePage(c echo.Context) error {
 		v = diagnoseView(data, true)
 		if c.QueryParam("wait") == "" {
 			// The frame answers at once; the diagnosis (up to two request
-			// samples of 50k and 25k rows, a second or so on a big window)
+			// samples of 20k and 10k rows, half a second on a big window)
 			// follows through htmx for exactly the window the frame names.
 			v.ResultsHref = "/diagnose/results?" + params.Query(false).Encode()
 			v.WaitHref = params.Path() + "&wait=1"

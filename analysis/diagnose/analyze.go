@@ -83,7 +83,7 @@ func Diagnose(in Input) Diagnosis {
 		}
 	}
 	a.comps = componentStats(a.winCols, a.baseCols)
-	a.series = series(in.Window, a.width, a.winCols, sampleScale(in.WindowTotal, len(in.Requests)), in.Metrics, in.Events)
+	a.series = series(in.Window, a.width, a.winCols, sampleScale(in.WindowTotal, len(in.Requests)), in.RequestBuckets, in.Metrics, in.Events)
 	a.corrs = append(bucketCorrelations(a.correlationBuckets(), fmtWidth(a.width)+" bucket"),
 		requestCorrelations(in.Requests)...)
 	a.slo = sloResult(in.SLO, in.Requests)
@@ -216,15 +216,25 @@ func (a *analysis) primaryGroup() *group {
 // correlate against.
 func (a *analysis) correlationBuckets() []Bucket {
 	win := a.series
-	b := a.in.Baseline
-	if b.To.After(a.in.Window.From) {
-		b.To = a.in.Window.From
+	b := correlationBaseline(a.in.Window, a.in.Baseline)
+	base := series(b, a.width, a.baseCols, sampleScale(a.in.BaselineTotal, len(a.in.BaselineRequests)), nil, a.in.Metrics, a.in.Events)
+	return append(base, win...)
+}
+
+// correlationBaseline is the part of the baseline whose buckets the
+// correlations read: before the window, at most maxBaselineBuckets long.
+func correlationBaseline(window, baseline Range) Range {
+	if baseline.IsZero() {
+		baseline = DefaultBaseline(window)
 	}
-	if maxD := time.Duration(maxBaselineBuckets) * a.width; b.Duration() > maxD {
+	b := baseline
+	if b.To.After(window.From) {
+		b.To = window.From
+	}
+	if maxD := time.Duration(maxBaselineBuckets) * Buckets(window); b.Duration() > maxD {
 		b.From = b.To.Add(-maxD)
 	}
-	base := series(b, a.width, a.baseCols, sampleScale(a.in.BaselineTotal, len(a.in.BaselineRequests)), a.in.Metrics, a.in.Events)
-	return append(base, win...)
+	return b
 }
 
 // attribute picks the winning part, corroborates it and writes the

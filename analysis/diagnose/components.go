@@ -136,7 +136,12 @@ func componentStats(win, base *columns) map[string]ComponentStats {
 
 // percentiles converts a summary for JSON (NaN → null).
 func percentiles(s stats.Summary) Percentiles {
-	return Percentiles{P50: num(s.P50), P95: num(s.P95), P99: num(s.P99)}
+	return PercentilesOf(s.P50, s.P95, s.P99)
+}
+
+// PercentilesOf reads p50, p95 and p99 with NaN as unknown.
+func PercentilesOf(p50, p95, p99 float64) Percentiles {
+	return Percentiles{P50: num(p50), P95: num(p95), P99: num(p99)}
 }
 
 // num turns NaN or ±Inf into nil: JSON has no NaN and nil means unknown.

@@ -87,6 +87,12 @@ type Input struct {
 	// (MetricKVCacheUsage, MetricRequestsWaiting, MetricRequestsRunning).
 	Metrics []telemetry.MetricPoint
 	Events  []telemetry.Event
+	// RequestBuckets, when not nil, hold the request figures (counts,
+	// rates, percentiles, tokens) of every Buckets(Window)-wide bucket of
+	// the window, computed by the store over every request rather than
+	// over Requests (a sample of a busy window): the series reads them
+	// instead.
+	RequestBuckets []Bucket
 	// Attributes adds span attributes per span_id (region, route, any key)
 	// for bubble-up; optional.
 	Attributes map[string]map[string]string

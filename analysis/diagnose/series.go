@@ -79,16 +79,21 @@ type EventMark struct {
 // the width, so the first may start a little before the window) and reads
 // requests, metrics and events into them.
 func Series(in Input) []Bucket {
-	return series(in.Window, Buckets(in.Window), newColumns(in.Requests), sampleScale(in.WindowTotal, len(in.Requests)), in.Metrics, in.Events)
+	return series(in.Window, Buckets(in.Window), newColumns(in.Requests), sampleScale(in.WindowTotal, len(in.Requests)), in.RequestBuckets, in.Metrics, in.Events)
 }
 
 // series is Series for any range and width, over requests' columns; scale
 // is how many requests each row stands for (counts, rates and token sums
-// are scaled by it, percentiles are not).
-func series(r Range, width time.Duration, cols *columns, scale float64, metrics []telemetry.MetricPoint, events []telemetry.Event) []Bucket {
+// are scaled by it, percentiles are not). Buckets found in pre (the
+// store's, see Input.RequestBuckets) are taken as they are; with pre set,
+// the rows are not read at all.
+func series(r Range, width time.Duration, cols *columns, scale float64, pre []Bucket, metrics []telemetry.MetricPoint, events []telemetry.Event) []Bucket {
 	reqs := cols.reqs
 	if width <= 0 || !r.To.After(r.From) {
 		return nil
+	}
+	if pre != nil {
+		reqs = nil
 	}
 	first := r.From.Truncate(width)
 	n := int((r.To.Sub(first) + width - 1) / width)
@@ -109,11 +114,19 @@ func series(r Range, width time.Duration, cols *columns, scale float64, metrics 
 			perBucket[b] = append(perBucket[b], i)
 		}
 	}
+	if pre != nil {
+		fromStore(buckets, pre)
+	}
 	comps := map[string][]float64{}
 	for _, name := range Components {
-		comps[name] = cols.column(name)
+		if reqs != nil {
+			comps[name] = cols.column(name)
+		}
 	}
 	for b, idx := range perBucket {
+		if pre != nil {
+			break
+		}
 		bk := &buckets[b]
 		bk.Requests = int(math.Round(float64(len(idx)) * scale))
 		bk.RatePerSec = float64(len(idx)) * scale / width.Seconds()
@@ -180,6 +193,25 @@ func series(r Range, width time.Duration, cols *columns, scale float64, metrics 
 	}
 	fillReplicas(buckets, width, sorted)
 	return buckets
+}
+
+// fromStore copies the request figures of the store's buckets into the
+// buckets of the same start; a bucket with no request keeps its zeros.
+func fromStore(buckets, pre []Bucket) {
+	at := make(map[int64]*Bucket, len(pre))
+	for i := range pre {
+		at[pre[i].Start.UnixNano()] = &pre[i]
+	}
+	for i := range buckets {
+		p := at[buckets[i].Start.UnixNano()]
+		if p == nil {
+			buckets[i].P95 = map[string]float64{}
+			continue
+		}
+		b := &buckets[i]
+		b.Requests, b.RatePerSec, b.TTFT, b.ITL, b.P95 = p.Requests, p.RatePerSec, p.TTFT, p.ITL, p.P95
+		b.InputTokens, b.OutputTokens, b.ColdStarts, b.Errors = p.InputTokens, p.OutputTokens, p.ColdStarts, p.Errors
+	}
 }
 
 // fillReplicas carries the replica count of scale events through the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/tokenpath/tokenpath/analysis"
@@ -42,6 +44,8 @@ type queryOptions struct {
 	Ops []string
 	// CPUProfile, when set, profiles the page measurements.
 	CPUProfile string
+	// MaxRows overrides analysis.DefaultMaxRows (rows a diagnosis loads).
+	MaxRows int
 	// Keep, when set, is a work dir kept between runs: a dataset already
 	// loaded there (same sizes) is reused, so iterating on a query does not
 	// pay the load each time. Needs HTTP off.
@@ -232,7 +236,7 @@ func runQuery(ctx context.Context, opts queryOptions) (*queryReport, error) {
 				res.OtherCores = ((machineBusy() - busy0) - (cpuTime(os.Getpid()) - self0)).Seconds() / time.Since(t0).Seconds()
 				res.LoadAvg = loadAverage()
 			}()
-			q := &analysis.Queries{CH: ch}
+			q := &analysis.Queries{CH: ch, MaxRows: opts.MaxRows}
 			if opts.CPUProfile != "" {
 				stop, err := startProfile(opts.CPUProfile)
 				if err != nil {
@@ -352,12 +356,27 @@ type roughCounter func(diagnose.Range) int
 func newRoughCounter(ctx context.Context, ch *clickhouse.Store, project uint32) roughCounter {
 	return func(r diagnose.Range) int {
 		where, args := requestWhere(project, r)
-		res, err := ch.Query(ctx, "SELECT count() AS n FROM llm_requests WHERE "+where, args...)
-		if err != nil || res.Len() == 0 {
-			return 0
-		}
-		return int(res.Row(0).Int("n"))
+		return roughCount(ctx, ch, where, args)
 	}
+}
+
+// roughCount is analysis's count without FINAL of a where clause.
+func roughCount(ctx context.Context, ch *clickhouse.Store, where string, args []any) int {
+	res, err := ch.Query(ctx, "SELECT count() AS n FROM llm_requests WHERE "+where, args...)
+	if err != nil || res.Len() == 0 {
+		return 0
+	}
+	return int(res.Row(0).Int("n"))
+}
+
+// seriesStatement is the series analysis computes in the engine over the
+// window when it loads a sample of it but the window is small enough.
+func seriesStatement(ctx context.Context, ch *clickhouse.Store, project uint32, window diagnose.Range, maxRows int) []statement {
+	where, args := requestWhere(project, window)
+	if rough := roughCount(ctx, ch, where, args); rough <= maxRows || rough > analysis.SeriesExactMax {
+		return nil
+	}
+	return []statement{{fmt.Sprintf(analysis.SeriesSQL, where), analysis.SeriesArgs(diagnose.Buckets(window), args)}}
 }
 
 // loadStatement is the read analysis.Queries.load plans for the window.
@@ -389,7 +408,7 @@ func serverNames() []string {
 }
 
 // statements returns the op's statements; the first is its main one.
-func statements(op string, project uint32, window, before diagnose.Range, rough roughCounter) []statement {
+func statements(op string, project uint32, window, before diagnose.Range, rough roughCounter, maxRows int, series []statement) []statement {
 	baseline := diagnose.DefaultBaseline(window)
 	span := diagnose.Range{From: baseline.From, To: window.To}
 	switch op {
@@ -411,11 +430,15 @@ func statements(op string, project uint32, window, before diagnose.Range, rough 
 		width := diagnose.Buckets(window)
 		events := statement{"SELECT " + clickhouse.EventColumns + " FROM events FINAL WHERE project_id = ? AND service IN ? AND time >= ? AND time < ? ORDER BY time",
 			[]any{project, serverNames(), span.From, span.To}}
-		if op == "series" {
-			return []statement{loadStatement(project, window, rough, analysis.DefaultMaxRows), metricsStatement(project, window, width), events}
+		servers := func(r diagnose.Range) statement {
+			return statement{"SELECT DISTINCT server_service FROM llm_request_names WHERE project_id = ? AND hour >= toStartOfHour(?) AND hour < ? AND server_service != '' ORDER BY server_service",
+				[]any{project, r.From, r.To}}
 		}
-		return []statement{loadStatement(project, window, rough, analysis.DefaultMaxRows), loadStatement(project, baseline, rough, analysis.DefaultMaxRows/2), metricsStatement(project, window, width),
-			metricsStatement(project, baseline, width), events}
+		if op == "series" {
+			return append([]statement{loadStatement(project, window, rough, maxRows), servers(window), metricsStatement(project, window, width), events}, series...)
+		}
+		return append([]statement{loadStatement(project, window, rough, maxRows), loadStatement(project, baseline, rough, maxRows/2), servers(span),
+			metricsStatement(project, window, width), metricsStatement(project, baseline, width), events}, series...)
 	case "overview":
 		// Its per-service aggregate over the table it reads (the stored
 		// sample for a busy window), then the counts that plan it.
@@ -433,7 +456,7 @@ func statements(op string, project uint32, window, before diagnose.Range, rough 
 				" GROUP BY service, server_service, model", args},
 		}
 	case "compare":
-		return []statement{loadStatement(project, window, rough, analysis.DefaultMaxRows), loadStatement(project, before, rough, analysis.DefaultMaxRows), metricsStatement(project, before, diagnose.Buckets(before)),
+		return []statement{loadStatement(project, window, rough, maxRows), loadStatement(project, before, rough, maxRows), metricsStatement(project, before, diagnose.Buckets(before)),
 			metricsStatement(project, window, diagnose.Buckets(window))}
 	}
 	return nil
@@ -458,6 +481,10 @@ func runOp(ctx context.Context, q *analysis.Queries, d *dataset, op string, w ti
 	return err
 }
 
+// statementLog, when set (bench query --statements), gets each statement's
+// engine time.
+var statementLog io.Writer
+
 // opBudget bounds the repetitions of one measurement: past it the median
 // is of fewer runs (the table says how many). A page slower than slowPage
 // is run once, its SQL once, and not again over HTTP: on a shared 2-core
@@ -470,7 +497,8 @@ const (
 // measureOp times the op through analysis.Queries and its SQL alone.
 func measureOp(ctx context.Context, q *analysis.Queries, ch *clickhouse.Store, d *dataset, t *opTiming, w time.Duration, reps int) {
 	window, before := d.ranges(w)
-	sts := statements(t.Op, d.project, window, before, newRoughCounter(ctx, ch, d.project))
+	maxRows := cmp.Or(q.MaxRows, analysis.DefaultMaxRows)
+	sts := statements(t.Op, d.project, window, before, newRoughCounter(ctx, ch, d.project), maxRows, seriesStatement(ctx, ch, d.project, window, maxRows))
 	began := time.Now()
 	for i := 0; i < reps && (i == 0 || time.Since(began) < opBudget && median(t.API) < slowPage); i++ {
 		t0 := time.Now()
@@ -497,6 +525,9 @@ func measureOp(ctx context.Context, q *analysis.Queries, ch *clickhouse.Store, d
 			took := time.Since(t0)
 			if j == 0 {
 				t.Engine = append(t.Engine, took)
+			}
+			if statementLog != nil {
+				fmt.Fprintf(statementLog, "query: %s %s statement %d: %v  %.110s\n", t.Op, w, j, took.Round(time.Millisecond), strings.Join(strings.Fields(s.sql), " "))
 			}
 			all += took
 		}

@@ -1,0 +1,76 @@
+package analysis
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/tokenpath/tokenpath/analysis/diagnose"
+)
+
+// SeriesExactMax is the most stored rows of a window whose series the
+// engine computes over every request when the diagnosis loads only a
+// sample of them (~25 ms per 60k rows on two cores). A bigger window's
+// series comes from the loaded sample: the engine's own sample would give
+// sharper buckets, but at several times the cost of the diagnosis itself.
+const SeriesExactMax = 300_000
+
+// SeriesSQL computes one row per bucket of the requests matching where:
+// the figures diagnose.series derives from rows, with the same definitions
+// (type-7 quantiles over the known values; counts and token sums).
+var SeriesSQL = func() string {
+	var b strings.Builder
+	b.WriteString("SELECT toStartOfInterval(start, toIntervalSecond(?)) AS bucket, count() AS n, ")
+	for _, c := range diagnose.Components {
+		fmt.Fprintf(&b, "quantilesExactInclusiveIf(0.5, 0.95, 0.99)(%[1]s_ms, isFinite(%[1]s_ms)) AS q_%[1]s, ", c)
+	}
+	b.WriteString("sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, countIf(cold_start = 1) AS cold, countIf(error = 1) AS errors" +
+		" FROM llm_requests FINAL WHERE %s GROUP BY bucket ORDER BY bucket" + FinalSettings)
+	return b.String()
+}()
+
+// SeriesArgs are SeriesSQL's arguments.
+func SeriesArgs(width time.Duration, whereArgs []any) []any {
+	return append([]any{max(int64(width/time.Second), 1)}, whereArgs...)
+}
+
+// requestBuckets computes the request figures of every width-wide bucket
+// of a window (where, args) in the engine, over every request: see
+// diagnose.Input.RequestBuckets.
+func (q *Queries) requestBuckets(ctx context.Context, where string, args []any, width time.Duration) ([]diagnose.Bucket, error) {
+	r, err := q.CH.Query(ctx, fmt.Sprintf(SeriesSQL, where), SeriesArgs(width, args)...)
+	if err != nil {
+		return nil, fmt.Errorf("series: %w", err)
+	}
+	// Empty, not nil: computed, with no request in any bucket.
+	out := make([]diagnose.Bucket, 0, r.Len())
+	for i := range r.Len() {
+		row := r.Row(i)
+		n := float64(row.Int("n"))
+		b := diagnose.Bucket{
+			Start: row.Time("bucket"), Requests: int(n), RatePerSec: n / width.Seconds(),
+			InputTokens: row.Int("input_tokens"), OutputTokens: row.Int("output_tokens"),
+			ColdStarts: int(row.Int("cold")), Errors: int(row.Int("errors")),
+			P95: map[string]float64{},
+		}
+		for _, c := range diagnose.Components {
+			qs := row.Floats("q_" + c)
+			if len(qs) != 3 {
+				return nil, fmt.Errorf("series: %d quantiles of %s, want 3", len(qs), c)
+			}
+			if !math.IsNaN(qs[1]) {
+				b.P95[c] = qs[1]
+			}
+			switch c {
+			case diagnose.ComponentTTFT:
+				b.TTFT = diagnose.PercentilesOf(qs[0], qs[1], qs[2])
+			case diagnose.ComponentITL:
+				b.ITL = diagnose.PercentilesOf(qs[0], qs[1], qs[2])
+			}
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
