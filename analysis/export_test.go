@@ -2,6 +2,9 @@ package analysis
 
 import (
 	"context"
+	"time"
+
+	"github.com/tokenpath/tokenpath/analysis/diagnose"
 
 	"github.com/tokenpath/tokenpath/telemetry"
 )
@@ -11,4 +14,9 @@ import (
 func (q *Queries) TopRequests(ctx context.Context, f RequestFilter) (page []telemetry.LLMRequest, found bool, err error) {
 	where, args := f.where()
 	return q.topRequests(ctx, f.Project, where, args, SortColumns[f.Sort], f.Desc, f.Offset, f.Limit)
+}
+
+// Metrics is the gauge read of a diagnosis.
+func (q *Queries) Metrics(ctx context.Context, project uint32, services []string, w diagnose.Range, width time.Duration) ([]telemetry.MetricPoint, error) {
+	return q.metrics(ctx, project, services, w, width)
 }

@@ -486,6 +486,14 @@ func planCount(rough, exactMax int) countPlan {
 	return countPlan{table: "llm_requests_sample", where: " AND sample_level = 0", scale: SampleBuckets / sampleLevel0Keep}
 }
 
+func (p countPlan) countSQL(where string) string {
+	return "SELECT count() AS n FROM " + p.table + " FINAL WHERE " + where + p.where + FinalSettings
+}
+
+// CountSQL is the statement counting a list's matches (where) over rough
+// stored rows: exact, or the stored sample's count (scaled up after).
+func CountSQL(where string, rough int) string { return planCount(rough, exactCountMax).countSQL(where) }
+
 // count is the number of requests matching a where clause: exact up to
 // exactCountMax stored rows, else estimated from the stored sample.
 func (q *Queries) count(ctx context.Context, where string, args []any) (Count, error) {
@@ -494,7 +502,7 @@ func (q *Queries) count(ctx context.Context, where string, args []any) (Count, e
 		return Count{}, err
 	}
 	p := planCount(rough, q.exactCountMax())
-	r, err := q.CH.Query(ctx, "SELECT count() AS n FROM "+p.table+" FINAL WHERE "+where+p.where+FinalSettings, args...)
+	r, err := q.CH.Query(ctx, p.countSQL(where), args...)
 	if err != nil {
 		return Count{}, fmt.Errorf("count requests: %w", err)
 	}
@@ -793,11 +801,8 @@ func (q *Queries) metrics(ctx context.Context, project uint32, services []string
 	if len(services) == 0 {
 		return nil, nil
 	}
-	r, err := q.CH.Query(ctx, `SELECT max(time) AS at, service, instance, name, max(value) AS peak FROM metric_points
-		WHERE project_id = ? AND name IN ? AND service IN ? AND time >= ? AND time < ? AND isFinite(value)
-		GROUP BY toStartOfInterval(time, toIntervalSecond(?)) AS bucket, service, instance, name ORDER BY at`,
-		project, []string{diagnose.MetricKVCacheUsage, diagnose.MetricRequestsWaiting, diagnose.MetricRequestsRunning}, services, w.From, w.To,
-		max(int64(width/time.Second), 1))
+	sql, args := MetricsSQL(project, services, w, width)
+	r, err := q.CH.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("load metrics: %w", err)
 	}
@@ -808,6 +813,34 @@ func (q *Queries) metrics(ctx context.Context, project uint32, services []string
 			Instance: row.String("instance"), Name: row.String("name"), Value: row.Float("peak")}
 	}
 	return out, nil
+}
+
+// peakStep is the bucket of metric_peaks_5m (migration 0008).
+const peakStep = 5 * time.Minute
+
+// MetricsSQL is the statement metrics runs. A width that is a multiple of
+// 5 minutes reads the 5-minute peaks for the part of the window they
+// cover whole, and raw points only for its ragged edges: the same answer
+// as raw points alone (each 5-minute bucket lies in one chart bucket, and
+// max of maxes is the max), a twentieth of the reading.
+func MetricsSQL(project uint32, services []string, w diagnose.Range, width time.Duration) (string, []any) {
+	gauges := []string{diagnose.MetricKVCacheUsage, diagnose.MetricRequestsWaiting, diagnose.MetricRequestsRunning}
+	seconds := max(int64(width/time.Second), 1)
+	const raw = "SELECT time AS t, service, instance, name, value AS v FROM metric_points WHERE project_id = ? AND name IN ? AND service IN ? AND isFinite(value)"
+	const group = " GROUP BY toStartOfInterval(t, toIntervalSecond(?)) AS bucket, service, instance, name ORDER BY at"
+	inner := w.From.Truncate(peakStep)
+	if inner.Before(w.From) {
+		inner = inner.Add(peakStep)
+	}
+	innerEnd := w.To.Truncate(peakStep)
+	if width%peakStep != 0 || !inner.Before(innerEnd) {
+		return "SELECT max(t) AS at, service, instance, name, max(v) AS peak FROM (" + raw + " AND time >= ? AND time < ?)" + group,
+			[]any{project, gauges, services, w.From, w.To, seconds}
+	}
+	return "SELECT max(t) AS at, service, instance, name, max(v) AS peak FROM (" +
+			"SELECT CAST(last_time AS DateTime64(9, 'UTC')) AS t, service, instance, name, CAST(peak AS Float64) AS v FROM metric_peaks_5m WHERE project_id = ? AND name IN ? AND service IN ? AND bucket >= ? AND bucket < ?" +
+			" UNION ALL " + raw + " AND (time >= ? AND time < ? OR time >= ? AND time < ?))" + group,
+		[]any{project, gauges, services, inner, innerEnd, project, gauges, services, w.From, inner, innerEnd, w.To, seconds}
 }
 
 // Trace returns a trace's spans and its decomposed requests.

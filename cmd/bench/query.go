@@ -391,11 +391,8 @@ func loadStatement(project uint32, r diagnose.Range, rough roughCounter, limit i
 const finalSettings = analysis.FinalSettings
 
 func metricsStatement(project uint32, r diagnose.Range, width time.Duration) statement {
-	return statement{`SELECT max(time) AS at, service, instance, name, max(value) AS peak FROM metric_points
-		WHERE project_id = ? AND name IN ? AND service IN ? AND time >= ? AND time < ? AND isFinite(value)
-		GROUP BY toStartOfInterval(time, toIntervalSecond(?)) AS bucket, service, instance, name ORDER BY at`,
-		[]any{project, []string{diagnose.MetricKVCacheUsage, diagnose.MetricRequestsWaiting, diagnose.MetricRequestsRunning},
-			serverNames(), r.From, r.To, int64(width / time.Second)}}
+	sql, args := analysis.MetricsSQL(project, serverNames(), r, width)
+	return statement{sql, args}
 }
 
 func serverNames() []string {
@@ -414,7 +411,7 @@ func statements(op string, project uint32, window, before diagnose.Range, rough 
 	switch op {
 	case "list":
 		where, args := requestWhere(project, window)
-		count := statement{"SELECT count() AS n FROM llm_requests FINAL WHERE " + where + finalSettings, args}
+		count := statement{analysis.CountSQL(where, rough(window)), args}
 		if window.To.Sub(window.From) > 24*time.Hour {
 			// Slowest 50 over more than a day: every version of the
 			// requests among the top 100 rows (Queries.Requests falls back
