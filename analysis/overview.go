@@ -10,6 +10,7 @@ import (
 
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"golang.org/x/sync/errgroup"
 )
 
 // ServiceOverview is one service's LLM traffic in a window: the calling
@@ -86,32 +87,54 @@ func (q *Queries) Overview(ctx context.Context, r OverviewRequest) (Overview, er
 	if err != nil {
 		return out, err
 	}
+	// Every source's services, trends and models are read at once: on two
+	// cores one query's Go decoding overlaps another's engine work, and a
+	// busy window has up to nine reads.
+	svcRows := make([][]ServiceOverview, len(services))
+	trendRows := make([]*clickhouse.Result, len(services))
+	modelRows := make([][]ModelOverview, len(models))
+	width := int64(out.Bucket / time.Second)
+	var g errgroup.Group
+	for i, src := range services {
+		g.Go(func() (err error) {
+			svcRows[i], err = q.overviewServices(ctx, r, src)
+			return err
+		})
+		g.Go(func() (err error) {
+			trendRows[i], err = q.overviewTrends(ctx, r, src, width)
+			return err
+		})
+	}
+	for i, src := range models {
+		g.Go(func() (err error) {
+			modelRows[i], err = q.overviewModels(ctx, r, src)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return out, err
+	}
 	secs := w.Duration().Seconds()
-	index := map[string]int{}
-	for _, src := range services {
-		rows, err := q.overviewServices(ctx, r, src)
-		if err != nil {
-			return out, err
-		}
-		for _, s := range rows {
+	for i, src := range services {
+		for _, s := range svcRows[i] {
 			if secs > 0 {
 				s.RatePerSec = float64(s.Requests) / secs
 			}
 			out.Services = append(out.Services, s)
 		}
-		out.Sampled = out.Sampled || src.scale > 1 && len(rows) > 0
+		out.Sampled = out.Sampled || src.scale > 1 && len(svcRows[i]) > 0
 	}
 	sort.Slice(out.Services, func(i, j int) bool {
 		a, b := out.Services[i], out.Services[j]
 		return a.Requests > b.Requests || a.Requests == b.Requests && a.Service < b.Service
 	})
+	index := map[string]int{}
 	for i, s := range out.Services {
 		index[s.Service] = i
 	}
 	if len(out.Services) == 0 {
 		return out, nil
 	}
-	width := int64(out.Bucket / time.Second)
 	first := w.From.Truncate(out.Bucket)
 	for t := first; t.Before(w.To); t = t.Add(out.Bucket) {
 		out.Buckets = append(out.Buckets, t)
@@ -119,16 +142,18 @@ func (q *Queries) Overview(ctx context.Context, r OverviewRequest) (Overview, er
 	for i := range out.Services {
 		out.Services[i].Trend = make([]*float64, len(out.Buckets))
 	}
-	for _, src := range services {
-		if err := q.overviewTrends(ctx, r, src, width, first, &out, index); err != nil {
-			return out, err
+	for _, res := range trendRows {
+		for i := 0; i < res.Len(); i++ {
+			row := res.Row(i)
+			si, ok := index[row.String("name")]
+			b := int(row.Time("bucket").Sub(first) / out.Bucket)
+			if !ok || b < 0 || b >= len(out.Buckets) {
+				continue
+			}
+			out.Services[si].Trend[b] = row.FloatPtr("p95")
 		}
 	}
-	for _, src := range models {
-		rows, err := q.overviewModels(ctx, r, src)
-		if err != nil {
-			return out, err
-		}
+	for _, rows := range modelRows {
 		out.Models = append(out.Models, rows...)
 	}
 	sort.Slice(out.Models, func(i, j int) bool {
@@ -309,26 +334,17 @@ func percentilesOf(row clickhouse.Row, col string) diagnose.Percentiles {
 	return diagnose.Percentiles{P50: at(0), P95: at(1), P99: at(2)}
 }
 
-// overviewTrends fills the source's services' TTFT p95 per bucket.
-func (q *Queries) overviewTrends(ctx context.Context, r OverviewRequest, src overviewSource, width int64, first time.Time, out *Overview, index map[string]int) error {
+// overviewTrends reads the source's services' TTFT p95 per bucket.
+func (q *Queries) overviewTrends(ctx context.Context, r OverviewRequest, src overviewSource, width int64) (*clickhouse.Result, error) {
 	filter, fargs := src.serviceFilter()
 	res, err := q.CH.Query(ctx, `SELECT name, toStartOfInterval(start, INTERVAL ? SECOND) AS bucket, quantile(0.95)(ttft_ms) AS p95
 		FROM `+src.final()+` ARRAY JOIN `+serviceNames+`
 		WHERE project_id = ? AND start >= ? AND start < ?`+src.levelFilter()+filter+`
 		GROUP BY name, bucket`+FinalSettings, append([]any{width, r.Project, r.Window.From, r.Window.To}, fargs...)...)
 	if err != nil {
-		return fmt.Errorf("overview trends: %w", err)
+		return nil, fmt.Errorf("overview trends: %w", err)
 	}
-	for i := 0; i < res.Len(); i++ {
-		row := res.Row(i)
-		si, ok := index[row.String("name")]
-		b := int(row.Time("bucket").Sub(first) / out.Bucket)
-		if !ok || b < 0 || b >= len(out.Buckets) {
-			continue
-		}
-		out.Services[si].Trend[b] = row.FloatPtr("p95")
-	}
-	return nil
+	return res, nil
 }
 
 // overviewModels aggregates the source's models.
