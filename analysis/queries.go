@@ -573,17 +573,18 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 		if err != nil {
 			return err
 		}
-		if rough > q.maxRows() && rough <= q.seriesExactMax() {
+		series := rough > q.maxRows() && rough <= q.seriesExactMax()
+		if series {
 			// The window is loaded as a sample, but is small enough for
 			// the engine to compute its series over every request:
 			// sharper per-bucket percentiles for the chart and the
-			// correlations, at the cost of one more read of the window.
+			// correlations, and the window's exact size with them.
 			g.Go(func() (err error) {
 				in.RequestBuckets, err = q.requestBuckets(ctx, where, args, diagnose.Buckets(d.Window))
 				return err
 			})
 		}
-		win, err = q.loadPlanned(ctx, where, args, rough, q.maxRows())
+		win, err = q.loadPlanned(ctx, where, args, rough, q.maxRows(), series)
 		return err
 	})
 	if withBaseline {
@@ -633,6 +634,13 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 		return in, err
 	}
 	in.Requests, in.WindowTotal = win.reqs, win.sampledFrom
+	if in.RequestBuckets != nil && !win.estimated {
+		// The engine's series counted every request of the window.
+		in.WindowTotal = 0
+		for _, b := range in.RequestBuckets {
+			in.WindowTotal += b.Requests
+		}
+	}
 	in.BaselineRequests, in.BaselineTotal = base.reqs, base.sampledFrom
 	in.TotalsEstimated = win.estimated || base.estimated
 	in.Metrics = append(baseMetrics, winMetrics...)
@@ -760,17 +768,19 @@ func (q *Queries) load(ctx context.Context, f RequestFilter, limit int) (loadedR
 	if err != nil {
 		return loadedRequests{}, err
 	}
-	return q.loadPlanned(ctx, where, args, rough, limit)
+	return q.loadPlanned(ctx, where, args, rough, limit, false)
 }
 
 // loadPlanned is load once the rough count of the where clause is known.
-func (q *Queries) loadPlanned(ctx context.Context, where string, args []any, rough, limit int) (loadedRequests, error) {
+// With counted set the caller knows the window's exact size already and
+// sets sampledFrom itself.
+func (q *Queries) loadPlanned(ctx context.Context, where string, args []any, rough, limit int, counted bool) (loadedRequests, error) {
 	// The rough count overcounts unmerged versions, so the sample errs on
 	// the small side.
 	plan := PlanSample(rough, limit)
 	var err error
 	var out loadedRequests
-	if plan.Sampled() && plan.Table == "llm_requests" {
+	if plan.Sampled() && plan.Table == "llm_requests" && !counted {
 		// Counting under FINAL costs about what the read does here.
 		if out.sampledFrom, err = q.countWhere(ctx, where, args); err != nil {
 			return out, err
