@@ -443,6 +443,10 @@ func (q *Queries) Diagnose(ctx context.Context, d DiagnoseRequest) (diagnose.Dia
 // all for a partition with one part).
 const FinalSettings = " SETTINGS do_not_merge_across_partitions_select_final = 1"
 
+// estimateMin is the smallest sample whose size, scaled up, stands for
+// its window's (relative error ~1 %); below, the window is counted.
+const estimateMin = 10_000
+
 // countWhere is the exact number of requests matching a where clause.
 func (q *Queries) countWhere(ctx context.Context, where string, args []any) (int, error) {
 	r, err := q.CH.Query(ctx, "SELECT count() AS n FROM llm_requests FINAL WHERE "+where+FinalSettings, args...)
@@ -584,7 +588,7 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 				return err
 			})
 		}
-		win, err = q.loadPlanned(ctx, where, args, rough, q.maxRows(), series)
+		win, err = q.loadPlanned(ctx, where, args, rough, q.maxRows())
 		return err
 	})
 	if withBaseline {
@@ -634,9 +638,9 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 		return in, err
 	}
 	in.Requests, in.WindowTotal = win.reqs, win.sampledFrom
-	if in.RequestBuckets != nil && !win.estimated {
+	if in.RequestBuckets != nil {
 		// The engine's series counted every request of the window.
-		in.WindowTotal = 0
+		in.WindowTotal, win.estimated = 0, false
 		for _, b := range in.RequestBuckets {
 			in.WindowTotal += b.Requests
 		}
@@ -768,32 +772,33 @@ func (q *Queries) load(ctx context.Context, f RequestFilter, limit int) (loadedR
 	if err != nil {
 		return loadedRequests{}, err
 	}
-	return q.loadPlanned(ctx, where, args, rough, limit, false)
+	return q.loadPlanned(ctx, where, args, rough, limit)
 }
 
 // loadPlanned is load once the rough count of the where clause is known.
-// With counted set the caller knows the window's exact size already and
-// sets sampledFrom itself.
-func (q *Queries) loadPlanned(ctx context.Context, where string, args []any, rough, limit int, counted bool) (loadedRequests, error) {
+func (q *Queries) loadPlanned(ctx context.Context, where string, args []any, rough, limit int) (loadedRequests, error) {
 	// The rough count overcounts unmerged versions, so the sample errs on
 	// the small side.
 	plan := PlanSample(rough, limit)
-	var err error
 	var out loadedRequests
-	if plan.Sampled() && plan.Table == "llm_requests" && !counted {
-		// Counting under FINAL costs about what the read does here.
-		if out.sampledFrom, err = q.countWhere(ctx, where, args); err != nil {
-			return out, err
-		}
-	}
+	var err error
 	sql, sqlArgs := plan.SQL(where, args, limit)
 	if out.reqs, err = q.CH.QueryRequests(ctx, sql, sqlArgs...); err != nil {
 		return out, fmt.Errorf("load requests: %w", err)
 	}
-	if plan.Sampled() && plan.Table != "llm_requests" {
-		// Counting the window exactly would read every row the sample
-		// table spares; the sample's size scaled up is within a percent
-		// or so (a 20k-row sample's relative error is ~0.7 %).
+	switch {
+	case !plan.Sampled():
+	case plan.Table == "llm_requests" && len(out.reqs) < estimateMin:
+		// Too few sampled rows to scale up well, and a window this small
+		// is cheap to count.
+		if out.sampledFrom, err = q.countWhere(ctx, where, args); err != nil {
+			return out, err
+		}
+	default:
+		// Counting the window exactly under FINAL would cost as much as
+		// the read again (or read every row the sample table spares); the
+		// sample's size scaled up is within a percent or so (a 20k-row
+		// sample's relative error is ~0.7 %).
 		out.sampledFrom = max(len(out.reqs), int(math.Round(float64(len(out.reqs))*SampleBuckets/float64(plan.Keep))))
 		out.estimated = true
 	}

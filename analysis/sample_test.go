@@ -3,6 +3,7 @@ package analysis_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -143,7 +144,9 @@ func TestDiagnoseReadsStoredSample(t *testing.T) {
 
 	live := n - 1000
 	for _, maxRows := range []int{300, 40} { // keeps 62 and 9 of 4096 hash values: the whole table, then level 0
-		d, err := (&analysis.Queries{CH: srv.CH, MaxRows: maxRows}).Diagnose(ctx, analysis.DiagnoseRequest{Project: 1, Window: window, Service: "chat"})
+		// The stored sample is read above SeriesExactMax rows, where no
+		// series counts the window exactly: so here too.
+		d, err := (&analysis.Queries{CH: srv.CH, MaxRows: maxRows, SeriesExactRows: 100}).Diagnose(ctx, analysis.DiagnoseRequest{Project: 1, Window: window, Service: "chat"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,4 +175,38 @@ func count(t *testing.T, ch *clickhouse.Store, sql string) int {
 		t.Fatal(err)
 	}
 	return int(r.Row(0).Int("n"))
+}
+
+// A window read as a hash sample of llm_requests holding enough rows is
+// sized by scaling the sample up (no second pass under FINAL to count it),
+// and says so; a small sample is counted exactly.
+func TestSampledWindowSizeEstimated(t *testing.T) {
+	srv := apptest.Start(t, apptest.Options{})
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Second)
+	const n = 40_000
+	rows := make([]telemetry.LLMRequest, n)
+	for i := range rows {
+		rows[i] = telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("%032x", i+1), SpanID: fmt.Sprintf("%016x", i+1),
+			Service: "chat", Model: "m", Start: now.Add(-time.Duration(i) * 50 * time.Millisecond), TTFT: telemetry.Ptr(float64(i % 900))}
+	}
+	if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(rows, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	window := diagnose.Range{From: now.Add(-time.Hour), To: now.Add(time.Second)}
+	for _, c := range []struct {
+		maxRows   int
+		estimated bool
+	}{{15_000, true}, {5_000, false}} {
+		cmp, err := (&analysis.Queries{CH: srv.CH, MaxRows: c.maxRows}).Compare(ctx, 1, diagnose.Range{From: window.From.Add(-time.Hour), To: window.From}, window, "chat", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cmp.RequestsEstimated != c.estimated {
+			t.Errorf("max %d rows: estimated %v, want %v", c.maxRows, cmp.RequestsEstimated, c.estimated)
+		}
+		if off := math.Abs(float64(cmp.AfterRequests-n)) / n; off > 0.03 || !c.estimated && cmp.AfterRequests != n {
+			t.Errorf("max %d rows: window of %d requests, want %d", c.maxRows, cmp.AfterRequests, n)
+		}
+	}
 }
