@@ -58,14 +58,7 @@ func TestRequestsTotalEstimatedFromSample(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	const n = 20_000
-	rows := make([]telemetry.LLMRequest, n)
-	for i := range rows {
-		rows[i] = telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("%032x", i+1), SpanID: fmt.Sprintf("%016x", i+1),
-			Service: "chat", Model: "m", Start: now.Add(-time.Duration(i) * 100 * time.Millisecond), TTFT: telemetry.Ptr(float64(i % 1000))}
-	}
-	if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(rows, nil, 1)); err != nil {
-		t.Fatal(err)
-	}
+	insertEvenly(t, srv, now, n, 100*time.Millisecond, 1000)
 	window := analysis.RequestFilter{Project: 1, From: now.Add(-time.Hour), To: now.Add(time.Second), Limit: 50}
 	sampled := func(extra string) int {
 		r, err := srv.CH.Query(ctx, "SELECT count() AS n FROM llm_requests_sample FINAL WHERE project_id = 1"+extra)

@@ -185,14 +185,7 @@ func TestSampledWindowSizeEstimated(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	const n = 40_000
-	rows := make([]telemetry.LLMRequest, n)
-	for i := range rows {
-		rows[i] = telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("%032x", i+1), SpanID: fmt.Sprintf("%016x", i+1),
-			Service: "chat", Model: "m", Start: now.Add(-time.Duration(i) * 50 * time.Millisecond), TTFT: telemetry.Ptr(float64(i % 900))}
-	}
-	if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(rows, nil, 1)); err != nil {
-		t.Fatal(err)
-	}
+	insertEvenly(t, srv, now, n, 50*time.Millisecond, 900)
 	window := diagnose.Range{From: now.Add(-time.Hour), To: now.Add(time.Second)}
 	for _, c := range []struct {
 		maxRows   int
@@ -208,5 +201,19 @@ func TestSampledWindowSizeEstimated(t *testing.T) {
 		if off := math.Abs(float64(cmp.AfterRequests-n)) / n; off > 0.03 || !c.estimated && cmp.AfterRequests != n {
 			t.Errorf("max %d rows: window of %d requests, want %d", c.maxRows, cmp.AfterRequests, n)
 		}
+	}
+}
+
+// insertEvenly stores n requests of service chat, one every step back from
+// now, their TTFT cycling through 0 … cycle-1 ms.
+func insertEvenly(t *testing.T, srv *apptest.Server, now time.Time, n int, step time.Duration, cycle int) {
+	t.Helper()
+	rows := make([]telemetry.LLMRequest, n)
+	for i := range rows {
+		rows[i] = telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("%032x", i+1), SpanID: fmt.Sprintf("%016x", i+1),
+			Service: "chat", Model: "m", Start: now.Add(-time.Duration(i) * step), TTFT: telemetry.Ptr(float64(i % cycle))}
+	}
+	if err := srv.CH.Insert(context.Background(), clickhouse.RequestsBatch(rows, nil, 1)); err != nil {
+		t.Fatal(err)
 	}
 }
