@@ -106,26 +106,30 @@ func (a *Assembler) Step(ctx context.Context) (int, error) {
 			upper = boundary.Add(-time.Nanosecond)
 		}
 	}
-	traces := map[uint32][]string{}
+	projects := map[uint32]bool{}
 	n := 0
 	for i := 0; i < r.Len(); i++ {
 		w := r.Row(i)
 		if w.Time("ins").After(upper) {
 			continue
 		}
-		p := uint32(w.Int("project_id"))
-		traces[p] = append(traces[p], w.String("trace_id"))
+		projects[uint32(w.Int("project_id"))] = true
 		n++
 	}
-	for project, ids := range traces {
-		for i := 0; i < len(ids); i += 2000 {
-			if err := a.assemble(ctx, project, ids[i:min(i+2000, len(ids))]); err != nil {
-				return 0, err
-			}
+	for project := range projects {
+		if err := a.assemble(ctx, project, wm, upper); err != nil {
+			return 0, err
 		}
 	}
 	return n, a.setWatermark(ctx, upper)
 }
+
+// newTraces selects the traces of a project that received spans in
+// (after, upto]: the same set Step counted. As a subquery it keeps one
+// pass to one read of each table, where lists of 2000 literal ids cost a
+// full read of spans.trace_id each (the bloom filter index cannot skip
+// anything for 2000 values) and the pass fell minutes behind under load.
+const newTraces = "(SELECT trace_id FROM spans WHERE project_id = ? AND inserted_at > ? AND inserted_at <= ?)"
 
 // assemblySpanColumns is what assembly needs of a span: the typed columns
 // and the few attributes it reads (assemble.AttributeKeys), not the whole
@@ -143,6 +147,16 @@ var assemblySpanColumns = func() string {
 // core would starve the receivers decoding exports meanwhile.
 const assemblyReadSettings = " SETTINGS max_threads = 1"
 
+// assemblyAttrColumns names the attribute columns of assemblySpanColumns,
+// in assemble.AttributeKeys order.
+var assemblyAttrColumns = func() []string {
+	var out []string
+	for i := range assemble.AttributeKeys() {
+		out = append(out, fmt.Sprintf("attr_%d", i))
+	}
+	return out
+}()
+
 // scanAssemblySpans reads rows selected with assemblySpanColumns.
 func scanAssemblySpans(r *clickhouse.Result) []telemetry.Span {
 	keys := assemble.AttributeKeys()
@@ -151,7 +165,7 @@ func scanAssemblySpans(r *clickhouse.Result) []telemetry.Span {
 		w := r.Row(i)
 		var attrs map[string]string
 		for j, k := range keys {
-			if v := w.String(fmt.Sprintf("attr_%d", j)); v != "" {
+			if v := w.String(assemblyAttrColumns[j]); v != "" {
 				if attrs == nil {
 					attrs = map[string]string{}
 				}
@@ -164,13 +178,14 @@ func scanAssemblySpans(r *clickhouse.Result) []telemetry.Span {
 	return out
 }
 
-// assemble rebuilds the rows of some traces of one project.
-func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []string) error {
+// assemble rebuilds the rows of the traces of one project that received
+// spans in (after, upto].
+func (a *Assembler) assemble(ctx context.Context, project uint32, after, upto time.Time) error {
 	// No FINAL: a span stored twice (a retried export) is the same span,
 	// and assemble.Traces keeps one copy of each (trace_id, span_id).
 	// PREWHERE reads trace_id first and the other columns only where it matches.
-	r, err := a.CH.Query(ctx, "SELECT "+assemblySpanColumns+" FROM spans PREWHERE project_id = ? AND trace_id IN ?"+assemblyReadSettings,
-		project, traceIDs)
+	r, err := a.CH.Query(ctx, "SELECT "+assemblySpanColumns+" FROM spans PREWHERE project_id = ? AND trace_id IN "+newTraces+assemblyReadSettings,
+		project, project, after, upto)
 	if err != nil {
 		return fmt.Errorf("load spans: %w", err)
 	}
@@ -220,7 +235,11 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 
 	// Rows an earlier pass wrote that this one no longer produces (e.g. a
 	// server-only row replaced once the client span arrived) get tombstones.
-	er, err := a.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE project_id = ? AND trace_id IN ?"+assemblyReadSettings, project, traceIDs)
+	// The live rows are resolved here as FINAL would (the highest version
+	// of each key, unless deleted): FINAL merges the key columns of the
+	// whole table before the trace filter applies.
+	er, err := a.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+", toInt64(version) AS row_version, is_deleted FROM llm_requests PREWHERE project_id = ? AND trace_id IN "+newTraces+assemblyReadSettings,
+		project, project, after, upto)
 	if err != nil {
 		return fmt.Errorf("load existing requests: %w", err)
 	}
@@ -229,12 +248,45 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 		keep[rowKey(q)] = true
 	}
 	var gone []telemetry.LLMRequest
-	for _, old := range clickhouse.ScanRequests(er) {
+	for _, old := range liveRequests(er) {
 		if !keep[rowKey(old)] {
 			gone = append(gone, old)
 		}
 	}
 	return a.CH.Insert(ctx, clickhouse.RequestsBatch(reqs, gone, uint64(a.Now().UnixNano())))
+}
+
+// liveRequests reduces rows selected with RequestColumns, row_version and
+// is_deleted to what FINAL returns: per key the row of the highest version
+// (a pass writes all its rows at one version), dropped when it is a
+// tombstone.
+func liveRequests(r *clickhouse.Result) []telemetry.LLMRequest {
+	rows := clickhouse.ScanRequests(r)
+	type best struct {
+		i       int
+		version int64
+	}
+	latest := map[string]best{}
+	var order []string
+	for i := range rows {
+		k := rowKey(rows[i])
+		v := r.Row(i).Int("row_version")
+		b, ok := latest[k]
+		if !ok {
+			order = append(order, k)
+		}
+		if !ok || v >= b.version {
+			latest[k] = best{i, v}
+		}
+	}
+	out := make([]telemetry.LLMRequest, 0, len(order))
+	for _, k := range order {
+		b := latest[k]
+		if !r.Row(b.i).Bool("is_deleted") {
+			out = append(out, rows[b.i])
+		}
+	}
+	return out
 }
 
 // rowKey is llm_requests' sorting key: rows with equal keys replace each other.

@@ -114,8 +114,19 @@ func (r *Receiver) submit(ctx context.Context, kind Kind, project uint32, msg pr
 	return out, nil
 }
 
+// exportTraces stores one trace export: req when it came as JSON, else
+// raw, the protobuf body, decoded here (a malformedError if it is not
+// protobuf).
 func (r *Receiver) exportTraces(ctx context.Context, project uint32, req *coltracepb.ExportTraceServiceRequest, raw []byte, transport string) (*coltracepb.ExportTraceServiceResponse, error) {
-	res := normalize.Traces(project, req, r.now(), r.Limits)
+	var res normalize.TraceResult
+	if req != nil {
+		res = normalize.Traces(project, req, r.now(), r.Limits)
+	} else {
+		var err error
+		if res, err = tracesFromProtobuf(project, raw, r.now(), r.Limits); err != nil {
+			return nil, err
+		}
+	}
 	out, err := r.submit(ctx, KindTraces, project, req, raw, Rows{Spans: res.Spans}, "traces", transport, res.Rejected, res.Errors)
 	if err != nil {
 		return nil, err
@@ -125,6 +136,27 @@ func (r *Receiver) exportTraces(ctx context.Context, project uint32, req *coltra
 		resp.PartialSuccess = &coltracepb.ExportTracePartialSuccess{RejectedSpans: out.rejected, ErrorMessage: out.message}
 	}
 	return resp, nil
+}
+
+// malformedError is a request body that is not valid protobuf: the
+// client's mistake (HTTP 400, gRPC INVALID_ARGUMENT), never retried.
+type malformedError struct{ err error }
+
+func (e malformedError) Error() string { return e.err.Error() }
+
+// tracesFromProtobuf normalizes a protobuf trace export. The wire reader
+// takes the encodings SDKs and collectors send without building the
+// generated structs (the largest receiver cost); anything else goes
+// through the generated decoder, which yields the same rows.
+func tracesFromProtobuf(project uint32, body []byte, now time.Time, lim normalize.Limits) (normalize.TraceResult, error) {
+	if res, ok := normalize.TracesWire(project, body, now, lim); ok {
+		return res, nil
+	}
+	var req coltracepb.ExportTraceServiceRequest
+	if err := proto.Unmarshal(body, &req); err != nil {
+		return normalize.TraceResult{}, malformedError{err}
+	}
+	return normalize.Traces(project, &req, now, lim), nil
 }
 
 func (r *Receiver) exportMetrics(ctx context.Context, project uint32, req *colmetricspb.ExportMetricsServiceRequest, raw []byte, transport string) (*colmetricspb.ExportMetricsServiceResponse, error) {

@@ -124,10 +124,12 @@ func (r *Receiver) grpcStatus(signal string, err error) error {
 }
 
 // grpcExport authenticates, decodes and exports one request of a signal.
+// With lazy, export gets a nil request and decodes body itself (a
+// malformedError when it cannot).
 func grpcExport[Req any, PReq interface {
 	*Req
 	proto.Message
-}](r *Receiver, ctx context.Context, signal string, body []byte, export func(context.Context, uint32, PReq, []byte, string) (proto.Message, error)) (any, error) {
+}](r *Receiver, ctx context.Context, signal string, body []byte, lazy bool, export func(context.Context, uint32, PReq, []byte, string) (proto.Message, error)) (any, error) {
 	p, err := r.grpcProject(ctx, signal)
 	if err != nil {
 		return nil, err
@@ -135,33 +137,44 @@ func grpcExport[Req any, PReq interface {
 	if r.Pipeline.Saturated() {
 		return nil, r.grpcStatus(signal, ErrOverloaded)
 	}
-	req := PReq(new(Req))
-	if err := proto.Unmarshal(body, req); err != nil {
-		r.Pipeline.Metrics.Requests.WithLabelValues(signal, "grpc", "invalid").Inc()
-		return nil, status.Errorf(codes.InvalidArgument, "malformed OTLP %s protobuf: %v", signal, err)
+	var req PReq
+	if !lazy {
+		req = PReq(new(Req))
+		if err := proto.Unmarshal(body, req); err != nil {
+			return nil, r.grpcMalformed(signal, err)
+		}
 	}
 	resp, err := export(ctx, p, req, body, "grpc")
 	if err != nil {
+		var bad malformedError
+		if errors.As(err, &bad) {
+			return nil, r.grpcMalformed(signal, bad.err)
+		}
 		return nil, r.grpcStatus(signal, err)
 	}
 	r.Pipeline.Metrics.Requests.WithLabelValues(signal, "grpc", "ok").Inc()
 	return resp, nil
 }
 
+func (r *Receiver) grpcMalformed(signal string, err error) error {
+	r.Pipeline.Metrics.Requests.WithLabelValues(signal, "grpc", "invalid").Inc()
+	return status.Errorf(codes.InvalidArgument, "malformed OTLP %s protobuf: %v", signal, err)
+}
+
 func (r *Receiver) grpcExportTraces(ctx context.Context, body []byte) (any, error) {
-	return grpcExport(r, ctx, "traces", body, func(ctx context.Context, p uint32, req *coltracepb.ExportTraceServiceRequest, raw []byte, tr string) (proto.Message, error) {
+	return grpcExport(r, ctx, "traces", body, true, func(ctx context.Context, p uint32, req *coltracepb.ExportTraceServiceRequest, raw []byte, tr string) (proto.Message, error) {
 		return r.exportTraces(ctx, p, req, raw, tr)
 	})
 }
 
 func (r *Receiver) grpcExportMetrics(ctx context.Context, body []byte) (any, error) {
-	return grpcExport(r, ctx, "metrics", body, func(ctx context.Context, p uint32, req *colmetricspb.ExportMetricsServiceRequest, raw []byte, tr string) (proto.Message, error) {
+	return grpcExport(r, ctx, "metrics", body, false, func(ctx context.Context, p uint32, req *colmetricspb.ExportMetricsServiceRequest, raw []byte, tr string) (proto.Message, error) {
 		return r.exportMetrics(ctx, p, req, raw, tr)
 	})
 }
 
 func (r *Receiver) grpcExportLogs(ctx context.Context, body []byte) (any, error) {
-	return grpcExport(r, ctx, "logs", body, func(ctx context.Context, p uint32, req *collogspb.ExportLogsServiceRequest, raw []byte, tr string) (proto.Message, error) {
+	return grpcExport(r, ctx, "logs", body, false, func(ctx context.Context, p uint32, req *collogspb.ExportLogsServiceRequest, raw []byte, tr string) (proto.Message, error) {
 		return r.exportLogs(ctx, p, req, raw, tr)
 	})
 }

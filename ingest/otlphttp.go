@@ -29,15 +29,17 @@ import (
 // encoding as the OTLP specification asks.
 func (r *Receiver) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/traces", r.handle("traces", func() proto.Message { return &coltracepb.ExportTraceServiceRequest{} },
+	// Protobuf trace bodies are decoded by exportTraces (the wire reader).
+	mux.HandleFunc("/v1/traces", r.handle("traces", func() proto.Message { return &coltracepb.ExportTraceServiceRequest{} }, true,
 		func(ctx context.Context, p uint32, m proto.Message, raw []byte) (proto.Message, error) {
-			return r.exportTraces(ctx, p, m.(*coltracepb.ExportTraceServiceRequest), raw, "http")
+			req, _ := m.(*coltracepb.ExportTraceServiceRequest) // nil for protobuf
+			return r.exportTraces(ctx, p, req, raw, "http")
 		}))
-	mux.HandleFunc("/v1/metrics", r.handle("metrics", func() proto.Message { return &colmetricspb.ExportMetricsServiceRequest{} },
+	mux.HandleFunc("/v1/metrics", r.handle("metrics", func() proto.Message { return &colmetricspb.ExportMetricsServiceRequest{} }, false,
 		func(ctx context.Context, p uint32, m proto.Message, raw []byte) (proto.Message, error) {
 			return r.exportMetrics(ctx, p, m.(*colmetricspb.ExportMetricsServiceRequest), raw, "http")
 		}))
-	mux.HandleFunc("/v1/logs", r.handle("logs", func() proto.Message { return &collogspb.ExportLogsServiceRequest{} },
+	mux.HandleFunc("/v1/logs", r.handle("logs", func() proto.Message { return &collogspb.ExportLogsServiceRequest{} }, false,
 		func(ctx context.Context, p uint32, m proto.Message, raw []byte) (proto.Message, error) {
 			return r.exportLogs(ctx, p, m.(*collogspb.ExportLogsServiceRequest), raw, "http")
 		}))
@@ -51,7 +53,10 @@ const (
 	encJSON
 )
 
-func (r *Receiver) handle(signal string, newReq func() proto.Message, export func(context.Context, uint32, proto.Message, []byte) (proto.Message, error)) http.HandlerFunc {
+// handle serves one signal. With lazyProto, a protobuf body is not decoded
+// here: export gets a nil message and decodes raw itself, returning a
+// malformedError when it cannot.
+func (r *Receiver) handle(signal string, newReq func() proto.Message, lazyProto bool, export func(context.Context, uint32, proto.Message, []byte) (proto.Message, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
 		enc := encProto
 		mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
@@ -95,10 +100,13 @@ func (r *Receiver) handle(signal string, newReq func() proto.Message, export fun
 			r.fail(w, enc, signal, code, "%s", err.Error())
 			return
 		}
-		msg := newReq()
-		if err := unmarshal(enc, body, msg); err != nil {
-			r.fail(w, enc, signal, http.StatusBadRequest, "malformed OTLP %s %s: %v", signal, map[encoding]string{encProto: "protobuf", encJSON: "JSON"}[enc], err)
-			return
+		var msg proto.Message
+		if enc != encProto || !lazyProto {
+			msg = newReq()
+			if err := unmarshal(enc, body, msg); err != nil {
+				r.fail(w, enc, signal, http.StatusBadRequest, "malformed OTLP %s %s: %v", signal, map[encoding]string{encProto: "protobuf", encJSON: "JSON"}[enc], err)
+				return
+			}
 		}
 		// A protobuf body goes to the write-ahead log as received.
 		var raw []byte
@@ -107,7 +115,10 @@ func (r *Receiver) handle(signal string, newReq func() proto.Message, export fun
 		}
 		resp, err := export(req.Context(), project, msg, raw)
 		if err != nil {
+			var bad malformedError
 			switch {
+			case errors.As(err, &bad):
+				r.fail(w, enc, signal, http.StatusBadRequest, "malformed OTLP %s protobuf: %v", signal, bad.err)
 			case errors.Is(err, ErrOverloaded):
 				w.Header().Set("Retry-After", strconv.Itoa(int(overloadRetryDelay/time.Second)))
 				r.fail(w, enc, signal, http.StatusTooManyRequests, "%s", err.Error())
@@ -143,7 +154,16 @@ func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request) ([]byte, i
 	default:
 		return nil, http.StatusUnsupportedMediaType, fmt.Errorf("unsupported Content-Encoding %q: send gzip or none", ce)
 	}
-	body, err := io.ReadAll(io.LimitReader(src, limit+1))
+	// Sized from Content-Length when the body is not compressed: a 1 MB
+	// export read by io.ReadAll is copied several times over as its buffer
+	// grows in steps.
+	size := int64(bytes.MinRead)
+	if req.ContentLength > 0 && req.Header.Get("Content-Encoding") == "" {
+		size = min(req.ContentLength, limit) + bytes.MinRead
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	_, err := buf.ReadFrom(io.LimitReader(src, limit+1))
+	body := buf.Bytes()
 	if err != nil {
 		return nil, tooLargeOr(err, http.StatusBadRequest), fmt.Errorf("read body: %w", err)
 	}

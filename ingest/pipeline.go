@@ -13,7 +13,6 @@ import (
 
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tokenpath/tokenpath/ingest/normalize"
@@ -471,11 +470,11 @@ func (p *Pipeline) markInstances(started []telemetry.Event) {
 func DecodeRecord(rec Record, lim normalize.Limits) (Rows, error) {
 	switch rec.Kind {
 	case KindTraces:
-		var req coltracepb.ExportTraceServiceRequest
-		if err := proto.Unmarshal(rec.Payload, &req); err != nil {
+		res, err := tracesFromProtobuf(rec.ProjectID, rec.Payload, rec.Received, lim)
+		if err != nil {
 			return Rows{}, err
 		}
-		return Rows{Spans: normalize.Traces(rec.ProjectID, &req, rec.Received, lim).Spans}, nil
+		return Rows{Spans: res.Spans}, nil
 	case KindMetrics:
 		var req colmetricspb.ExportMetricsServiceRequest
 		if err := proto.Unmarshal(rec.Payload, &req); err != nil {

@@ -31,11 +31,14 @@ type engineStats struct {
 	// proto.Unmarshal and normalize.Traces (the WAL keeps the bytes as
 	// received, so nothing is re-encoded).
 	Decode, Normalize time.Duration
+	// Wire: normalize.TracesWire, the receivers' protobuf path (decode and
+	// normalize in one pass over the bytes), over the same exports.
+	Wire time.Duration
 	// CPU time of the same stages (the machine is shared: wall time
 	// includes waiting for a core). Go stages: the calling thread only;
 	// InsertCPU: the whole process, i.e. the engine's threads too.
-	DecodeCPU, NormalizeCPU, BuildCPU, InsertCPU time.Duration
-	Memory                                       memStatus // bench process after the inserts
+	DecodeCPU, NormalizeCPU, WireCPU, BuildCPU, InsertCPU time.Duration
+	Memory                                                memStatus // bench process after the inserts
 }
 
 // threadCPU is the CPU time of the calling OS thread (lock it first).
@@ -99,18 +102,25 @@ func measureEngine(ctx context.Context, dir string, templates []*traceTemplate, 
 				return st, err
 			}
 			t1, c1 := time.Now(), threadCPU()
-			res := normalize.Traces(1, &req, now, normalize.Limits{})
+			ref := normalize.Traces(1, &req, now, normalize.Limits{})
+			tn, cn := time.Now(), threadCPU()
+			res, ok := normalize.TracesWire(1, buf, now, normalize.Limits{})
+			if !ok || len(res.Spans) != len(ref.Spans) {
+				return st, fmt.Errorf("the wire reader did not take a bench export (ok=%v, %d spans, want %d)", ok, len(res.Spans), len(ref.Spans))
+			}
 			t2, c2, p2 := time.Now(), threadCPU(), processCPU()
+			st.Wire += t2.Sub(tn)
+			st.WireCPU += c2 - cn
 			blk, err := clickhouse.EncodeSpans(res.Spans)
 			if err != nil {
 				return st, err
 			}
 			st.Decode += t1.Sub(t0)
-			st.Normalize += t2.Sub(t1)
+			st.Normalize += tn.Sub(t1)
 			st.Build += time.Since(t2)
 			st.Insert += time.Since(t2)
 			st.DecodeCPU += c1 - c0
-			st.NormalizeCPU += c2 - c1
+			st.NormalizeCPU += cn - c1
 			st.BuildCPU += threadCPU() - c2
 			st.InsertCPU += processCPU() - p2
 			blocks = append(blocks, blk)

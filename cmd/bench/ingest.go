@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/tokenpath/tokenpath/app"
 	"github.com/tokenpath/tokenpath/config"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
@@ -62,6 +64,15 @@ type phaseStats struct {
 	// to end (receive, WAL, normalize, insert, assemble), whatever share
 	// of the shared machine the server got.
 	ServerCPUPerSpan time.Duration
+	// Assembler lag: how far the assembler's watermark trailed the clock
+	// (at most, sampled each second, over the phase and its drain), and
+	// how long after the drain it took to assemble every span written
+	// (watermark past the drain's end). Its own Lag setting (2 s) and
+	// pass interval (1 s) are the floor of both.
+	AssemblerMaxLag  time.Duration
+	AssemblerCatchUp time.Duration
+	// AssembledCPUPerSpan is ServerCPUPerSpan until the assembler caught up.
+	AssembledCPUPerSpan time.Duration
 }
 
 func (p *phaseStats) percentile(q float64) time.Duration {
@@ -106,9 +117,11 @@ type ingestTarget struct {
 	stop                    func() error
 	serverLog               string
 	dropSchema              func()
+	dbURL                   string // the server's PostgreSQL (its own schema)
 	buildTime, startTime    time.Duration
 	templates               []*traceTemplate
 	seq                     atomic.Uint64 // send sequence: makes every export's trace ids new
+	watermarks              *watermarkReader
 }
 
 func (o *ingestOptions) defaults() {
@@ -161,6 +174,8 @@ func runIngest(ctx context.Context, opts ingestOptions) (*ingestReport, error) {
 	}
 	defer t.dropSchema()
 	t.templates = templates
+	t.watermarks = &watermarkReader{url: t.dbURL}
+	defer t.watermarks.close()
 	logf("server up (pid %d, build %s, start %s); data dir %s", t.pid, t.buildTime.Round(time.Millisecond), t.startTime.Round(time.Millisecond), t.dataDir)
 
 	rep := &ingestReport{Options: opts, SpansPerReq: 4}
@@ -232,7 +247,7 @@ func startTarget(ctx context.Context, opts ingestOptions, work string) (*ingestT
 	if err != nil {
 		return nil, err
 	}
-	t := &ingestTarget{dataDir: filepath.Join(work, "server"), dropSchema: drop, inProcess: opts.InProcess}
+	t := &ingestTarget{dataDir: filepath.Join(work, "server"), dropSchema: drop, inProcess: opts.InProcess, dbURL: dbURL}
 	addrs := make([]string, 3)
 	for i := range addrs {
 		if addrs[i], err = freeAddr(); err != nil {
@@ -383,15 +398,19 @@ type sampler struct {
 	stop             chan struct{}
 	done             chan struct{}
 	peakRSS          int64
+	maxLag           time.Duration // assembler watermark behind the clock, at most
 	webAddr          string
 	pid              int
 	countersAckedPtr *atomic.Int64
 }
 
-func startSampler(ctx context.Context, web string, pid int, acked *atomic.Int64) *sampler {
+func startSampler(ctx context.Context, web string, pid int, acked *atomic.Int64, wm *watermarkReader) *sampler {
 	s := &sampler{stop: make(chan struct{}), done: make(chan struct{}), webAddr: web, pid: pid, countersAckedPtr: acked}
 	t0 := time.Now()
 	record := func() {
+		if w, ok := wm.read(ctx); ok {
+			s.maxLag = max(s.maxLag, time.Since(w))
+		}
 		m, _ := scrapeMetrics(ctx, web)
 		s.at = append(s.at, time.Since(t0))
 		s.acked = append(s.acked, acked.Load())
@@ -460,7 +479,7 @@ func (t *ingestTarget) endPhase(ctx context.Context, st *phaseStats, c *phaseCou
 	st.Mem = readMem(t.pid)
 	m, _ := scrapeMetrics(ctx, t.web)
 	st.Backlog = m.QueueRows
-	st.Drain = t.drain(ctx)
+	st.Drain = t.drain(ctx, s)
 	// Sustained is end to end: the phase's acknowledged spans over the time
 	// until the last of them was in ClickHouse. Acknowledging faster than
 	// the writer keeps up only fills the pending queue (MaxPendingRows),
@@ -469,15 +488,81 @@ func (t *ingestTarget) endPhase(ctx context.Context, st *phaseStats, c *phaseCou
 	if st.Acked > 0 {
 		st.ServerCPUPerSpan = (cpuTime(t.pid) - clk.server) / time.Duration(st.Acked)
 	}
+	st.AssemblerCatchUp = t.assembled(ctx, s)
+	st.AssemblerMaxLag = s.maxLag
+	if st.Acked > 0 {
+		st.AssembledCPUPerSpan = (cpuTime(t.pid) - clk.server) / time.Duration(st.Acked)
+	}
 	// The peak covers the drain too: the backlog is written then.
 	st.Mem.Peak = max(readMem(t.pid).Peak, s.peakRSS)
 }
 
-// drain waits until the server has written every acknowledged row.
-func (t *ingestTarget) drain(ctx context.Context) time.Duration {
+// assembled waits until the assembler's watermark passes now (every span
+// written so far is assembled) and returns how long that took.
+func (t *ingestTarget) assembled(ctx context.Context, s *sampler) time.Duration {
 	t0 := time.Now()
 	deadline := t0.Add(5 * time.Minute)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if w, ok := t.watermarks.read(ctx); ok {
+			s.maxLag = max(s.maxLag, time.Since(w))
+			if !w.Before(t0) {
+				break
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return time.Since(t0)
+}
+
+// watermarkReader reads the assembler's watermark from the server's
+// PostgreSQL schema.
+type watermarkReader struct {
+	mu   sync.Mutex
+	conn *pgx.Conn
+	url  string
+}
+
+func (r *watermarkReader) read(ctx context.Context) (time.Time, bool) {
+	if r == nil {
+		return time.Time{}, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conn == nil {
+		c, err := pgx.Connect(ctx, r.url)
+		if err != nil {
+			return time.Time{}, false
+		}
+		r.conn = c
+	}
+	var ns int64
+	if err := r.conn.QueryRow(ctx, "SELECT watermark FROM assembly_watermarks WHERE name = 'assembler'").Scan(&ns); err != nil {
+		if ctx.Err() == nil && !errors.Is(err, pgx.ErrNoRows) {
+			r.conn.Close(context.Background())
+			r.conn = nil
+		}
+		return time.Time{}, false
+	}
+	return time.Unix(0, ns), true
+}
+
+func (r *watermarkReader) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conn != nil {
+		r.conn.Close(context.Background())
+		r.conn = nil
+	}
+}
+
+// drain waits until the server has written every acknowledged row.
+func (t *ingestTarget) drain(ctx context.Context, s *sampler) time.Duration {
+	t0 := time.Now()
+	deadline := t0.Add(5 * time.Minute)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if w, ok := t.watermarks.read(ctx); ok {
+			s.maxLag = max(s.maxLag, time.Since(w))
+		}
 		m, err := scrapeMetrics(ctx, t.web)
 		if err == nil && m.QueueRows == 0 {
 			return time.Since(t0)
@@ -519,7 +604,7 @@ func (t *ingestTarget) closedLoop(ctx context.Context, transport string, n int, 
 		}
 	}()
 	clk := t.beginPhase()
-	s := startSampler(ctx, t.web, t.pid, &c.acked)
+	s := startSampler(ctx, t.web, t.pid, &c.acked, t.watermarks)
 	start := time.Now()
 	stopAt := start.Add(d)
 	var wg sync.WaitGroup
@@ -566,7 +651,7 @@ func (t *ingestTarget) openLoop(ctx context.Context, transport string, rate floa
 	spans := t.templates[0].spans
 	interval := time.Duration(float64(time.Second) * float64(spans) / rate)
 	clk := t.beginPhase()
-	s := startSampler(ctx, t.web, t.pid, &c.acked)
+	s := startSampler(ctx, t.web, t.pid, &c.acked, t.watermarks)
 	start := time.Now()
 	stopAt := start.Add(d)
 	due := make(chan time.Time, 100_000)

@@ -64,14 +64,18 @@ func printIngest(w io.Writer, r *ingestReport) {
 		e.Rows, e.Batch, r.AvgWriteRow, count(e.InsertRate()), perSpan(e.Build, e.Rows), perSpan(e.Insert-e.Build, e.Rows))
 	fmt.Fprintf(w, "Engine CPU: %s/span (process CPU during Insert; %.0f rows per CPU-second, so ~%s rows/s if it had both cores to itself).\n",
 		perSpan(e.InsertCPU, e.Rows), float64(e.Rows)/max(e.InsertCPU.Seconds(), 1e-9), count(2*float64(e.Rows)/max(e.InsertCPU.Seconds(), 1e-9)))
-	fmt.Fprintf(w, "Receiver Go work per span (wall on the shared machine / CPU of the thread): proto decode %s / %s, normalize %s / %s, EncodeSpans %s / %s.\n",
+	fmt.Fprintf(w, "Receiver Go work per span (wall on the shared machine / CPU of the thread): generated proto decode %s / %s + normalize %s / %s, or the wire reader (decode and normalize, what the receivers run) %s / %s; EncodeSpans %s / %s.\n",
 		perSpan(e.Decode, e.Rows), perSpan(e.DecodeCPU, e.Rows), perSpan(e.Normalize, e.Rows), perSpan(e.NormalizeCPU, e.Rows),
-		perSpan(e.Build, e.Rows), perSpan(e.BuildCPU, e.Rows))
+		perSpan(e.Wire, e.Rows), perSpan(e.WireCPU, e.Rows), perSpan(e.Build, e.Rows), perSpan(e.BuildCPU, e.Rows))
 	for _, res := range r.Results {
 		if c := res.Max.ServerCPUPerSpan; c > 0 {
 			fmt.Fprintf(w, "- %s: the server spent %s of CPU per acknowledged span end to end (phase + drain): ~%s spans/s on 2 dedicated cores.\n",
 				res.Transport, c, count(2/c.Seconds()))
 		}
+	}
+	for _, res := range r.Results {
+		fmt.Fprintf(w, "- %s assembler: watermark at most %s behind the clock over the max phase and its drain; every written span assembled %s after the drain (%s of server CPU per span including that, half load: %s behind at most, %s to catch up).\n",
+			res.Transport, ms(res.Max.AssemblerMaxLag), ms(res.Max.AssemblerCatchUp), res.Max.AssembledCPUPerSpan, ms(res.Half.AssemblerMaxLag), ms(res.Half.AssemblerCatchUp))
 	}
 	for _, res := range r.Results {
 		fmt.Fprintf(w, "- %s max phase: %s, steady second half %s spans/s acked vs %s written; backlog %s rows at the end, drained in %s; client used %.2f cores. Half load: %d exports, %d failed.\n",

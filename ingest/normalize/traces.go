@@ -67,16 +67,20 @@ func Traces(projectID uint32, req *coltracepb.ExportTraceServiceRequest, now tim
 
 // checkSpan returns why sp cannot be stored, or "".
 func checkSpan(sp *tracepb.Span, now time.Time) string {
-	if len(sp.TraceId) != 16 || allZero(sp.TraceId) {
+	return checkSpanFields(sp.TraceId, sp.SpanId, sp.ParentSpanId, sp.StartTimeUnixNano, sp.EndTimeUnixNano, now)
+}
+
+func checkSpanFields(traceID, spanID, parentID []byte, startNs, endNs uint64, now time.Time) string {
+	if len(traceID) != 16 || allZero(traceID) {
 		return "trace_id must be 16 bytes, not all zero"
 	}
-	if len(sp.SpanId) != 8 || allZero(sp.SpanId) {
+	if len(spanID) != 8 || allZero(spanID) {
 		return "span_id must be 8 bytes, not all zero"
 	}
-	if n := len(sp.ParentSpanId); n != 0 && n != 8 {
+	if n := len(parentID); n != 0 && n != 8 {
 		return "parent_span_id must be empty or 8 bytes"
 	}
-	start, end := unixNanos(sp.StartTimeUnixNano), unixNanos(sp.EndTimeUnixNano)
+	start, end := unixNanos(startNs), unixNanos(endNs)
 	if r := checkTime("start time", start, now); r != "" {
 		return r
 	}
@@ -90,13 +94,21 @@ func checkSpan(sp *tracepb.Span, now time.Time) string {
 	return ""
 }
 
+// spanFields are the parts of a span besides its attributes, as both
+// decoders (generated structs, wire reader) hand them over.
+type spanFields struct {
+	traceID, spanID, parentID []byte
+	name                      string
+	kind                      tracepb.Span_SpanKind
+	startNs, endNs            uint64
+	statusCode                tracepb.Status_StatusCode
+	statusMessage             string
+	events                    []*tracepb.Span_Event
+}
+
 // convertSpan maps a validated span; identity fields are set by the caller.
 func convertSpan(sp *tracepb.Span, lim Limits) telemetry.Span {
-	view := spanView{
-		attrs: map[string]*commonpb.AnyValue{},
-		start: unixNanos(sp.StartTimeUnixNano),
-		end:   unixNanos(sp.EndTimeUnixNano),
-	}
+	view := spanView{attrs: map[string]*commonpb.AnyValue{}}
 	// One pass picks out the convention keys from all attributes, even
 	// those past MaxAttributes: the canonical fields must not depend on
 	// where an SDK happened to put them.
@@ -109,8 +121,18 @@ func convertSpan(sp *tracepb.Span, lim Limits) telemetry.Span {
 			view.server = true
 		}
 	}
+	return buildSpan(spanFields{
+		traceID: sp.TraceId, spanID: sp.SpanId, parentID: sp.ParentSpanId,
+		name: sp.Name, kind: sp.Kind, startNs: sp.StartTimeUnixNano, endNs: sp.EndTimeUnixNano,
+		statusCode: sp.GetStatus().GetCode(), statusMessage: sp.GetStatus().GetMessage(), events: sp.Events,
+	}, &view, flattenAttributes(sp.Attributes, lim), lim)
+}
 
-	events := sp.Events
+// buildSpan finishes a span from its fields, the convention attributes
+// picked out in view and the flattened attribute map.
+func buildSpan(f spanFields, view *spanView, attrs map[string]string, lim Limits) telemetry.Span {
+	view.start, view.end = unixNanos(f.startNs), unixNanos(f.endNs)
+	events := f.events
 	if len(events) > lim.MaxAttributes {
 		events = events[:lim.MaxAttributes]
 	}
@@ -126,26 +148,41 @@ func convertSpan(sp *tracepb.Span, lim Limits) telemetry.Span {
 		times = append(times, t)
 		view.events = append(view.events, spanEvent{name: name, time: t})
 	}
-
-	var parent string
-	if len(sp.ParentSpanId) == 8 && !allZero(sp.ParentSpanId) {
-		parent = hex.EncodeToString(sp.ParentSpanId)
-	}
+	traceID, spanID, parent := hexIDs(f.traceID, f.spanID, f.parentID)
 	return telemetry.Span{
-		TraceID:       hex.EncodeToString(sp.TraceId),
-		SpanID:        hex.EncodeToString(sp.SpanId),
+		TraceID:       traceID,
+		SpanID:        spanID,
 		ParentSpanID:  parent,
-		Name:          cleanString(sp.Name, maxNameBytes),
-		Kind:          spanKind(sp.Kind),
+		Name:          cleanString(f.name, maxNameBytes),
+		Kind:          spanKind(f.kind),
 		Start:         view.start,
 		End:           view.end,
-		StatusCode:    statusCode(sp.GetStatus().GetCode()),
-		StatusMessage: cleanString(sp.GetStatus().GetMessage(), lim.MaxValueBytes),
+		StatusCode:    statusCode(f.statusCode),
+		StatusMessage: cleanString(f.statusMessage, lim.MaxValueBytes),
 		LLM:           view.llmCall(),
-		Attributes:    flattenAttributes(sp.Attributes, lim),
+		Attributes:    attrs,
 		EventNames:    names,
 		EventTimes:    times,
 	}
+}
+
+// hexIDs renders a validated span's ids (16 and 8 bytes, the parent empty
+// or 8) as lowercase hex, all three in one allocation; an all-zero parent
+// is no parent.
+func hexIDs(traceID, spanID, parentID []byte) (string, string, string) {
+	withParent := len(parentID) == 8 && !allZero(parentID)
+	n := 2 * (len(traceID) + len(spanID))
+	if withParent {
+		n += 2 * len(parentID)
+	}
+	buf := make([]byte, n)
+	t := hex.Encode(buf, traceID)
+	s := hex.Encode(buf[t:], spanID)
+	if withParent {
+		hex.Encode(buf[t+s:], parentID)
+	}
+	all := string(buf)
+	return all[:t], all[t : t+s], all[t+s:]
 }
 
 // spanKind names the kind as stored; UNSPECIFIED and unknown values are

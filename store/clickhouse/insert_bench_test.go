@@ -105,3 +105,44 @@ func BenchmarkEncodeSpans(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(spans)), "ns/span")
 	})
 }
+
+// BenchmarkInsertRequests is the assembler's write: one pass's llm_requests
+// rows (2000, as a pass of 8000 spans yields), with the two materialized
+// views on the table (llm_requests_sample, llm_request_names) and without.
+func BenchmarkInsertRequests(b *testing.B) {
+	t0 := time.Now().Add(-time.Hour)
+	reqs := make([]telemetry.LLMRequest, 2000)
+	for i := range reqs {
+		ms := float64(i % 900)
+		reqs[i] = telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("%032x", i), SpanID: fmt.Sprintf("%016x", i), Service: "chat",
+			ServerService: "vllm", Model: "llama", Provider: "vllm", Instance: fmt.Sprintf("vllm-%d", i%4), Start: t0.Add(time.Duration(i) * time.Millisecond),
+			TTFT: &ms, Queue: &ms, Prefill: &ms, Network: &ms, Decode: &ms, E2E: &ms, ITL: &ms, InputTokens: telemetry.Ptr(int64(900)), OutputTokens: telemetry.Ptr(int64(120))}
+	}
+	for _, mode := range []string{"with_views", "without_views"} {
+		b.Run(mode, func(b *testing.B) {
+			s, err := Open(context.Background(), Config{DataDir: b.TempDir()}, quietLog)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.Migrate(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			if mode == "without_views" {
+				for _, v := range []string{"llm_requests_sample_mv", "llm_request_names_mv"} {
+					if err := s.Exec(context.Background(), "DROP VIEW "+v); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ResetTimer()
+			cpu0 := processCPU()
+			for i := 0; i < b.N; i++ {
+				if err := s.Insert(context.Background(), RequestsBatch(reqs, nil, uint64(i+1))); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(len(reqs)*b.N), "cpu-ns/row")
+		})
+	}
+}

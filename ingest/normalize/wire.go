@@ -1,0 +1,467 @@
+package normalize
+
+import (
+	"encoding/base64"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+// TracesWire is Traces over a protobuf-encoded ExportTraceServiceRequest,
+// read straight from the wire (protowire) instead of through the generated
+// structs: a span's ~20 attributes cost a key lookup and one value string
+// each, not three structs and two strings. Resources, scopes, events and
+// links (a few per export) still go through the generated decoder.
+//
+// ok is false for bodies it leaves to the generated decoder: malformed
+// protobuf, invalid UTF-8 in a string field, a field with an unexpected
+// wire type, a singular message or oneof member sent twice (which
+// protobuf merges). The caller then runs proto.Unmarshal and Traces. For
+// every body TracesWire accepts, its result equals theirs
+// (TestTracesWireMatchesGenerated and FuzzTracesWire check it).
+func TracesWire(projectID uint32, body []byte, now time.Time, lim Limits) (TraceResult, bool) {
+	lim = lim.withDefaults()
+	w := wireReader{lim: lim, now: now, project: projectID, keys: map[string]attrKey{}}
+	read := eachField(body, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+		if num != 1 {
+			return true // unknown field: skipped, as proto.Unmarshal keeps it aside
+		}
+		return typ == protowire.BytesType && w.resourceSpans(v)
+	})
+	if !read {
+		return TraceResult{}, false
+	}
+	w.res.Rejected, w.res.Errors = w.errs.rejected, w.errs.reasons
+	return w.res, true
+}
+
+// wireReader holds one TracesWire call's state.
+type wireReader struct {
+	lim     Limits
+	now     time.Time
+	project uint32
+	res     TraceResult
+	errs    errorLog
+	// keys interns attribute keys (an export repeats the same few dozen)
+	// with what the convention rules need to know of each.
+	keys map[string]attrKey
+	// scratch, reused span to span
+	kvs   []wireKV
+	attrs [][]byte
+	// values: a span's attribute values back to back, made one string
+	// (one allocation per span instead of one per value).
+	values []byte
+	ends   []int
+}
+
+// attrKey is an interned attribute key.
+type attrKey struct {
+	name       string
+	convention bool // one of conventionKeys
+	latency    bool // starts with serverLatencyPrefix
+}
+
+// wireKV is one attribute as read from the wire: its key and a value that
+// is either a scalar (kind + fields) or a message left to the generated
+// decoder (array, kvlist).
+type wireKV struct {
+	key   attrKey
+	kind  int8 // 0: no value field; else the AnyValue field number
+	value *commonpb.AnyValue
+	str   []byte
+	num   uint64
+	set   bool // the KeyValue had a value message (possibly empty)
+}
+
+// eachField calls fn for every field of msg; it reports false when msg is
+// malformed or fn returned false.
+func eachField(msg []byte, fn func(num protowire.Number, typ protowire.Type, v []byte) bool) bool {
+	for len(msg) > 0 {
+		num, typ, n := protowire.ConsumeTag(msg)
+		if n < 0 || num > protowire.MaxValidNumber {
+			return false
+		}
+		msg = msg[n:]
+		m := protowire.ConsumeFieldValue(num, typ, msg)
+		if m < 0 {
+			return false
+		}
+		if typ == protowire.EndGroupType {
+			return false
+		}
+		v := msg[:m]
+		if typ == protowire.BytesType {
+			v, _ = protowire.ConsumeBytes(v)
+		}
+		if !fn(num, typ, v) {
+			return false
+		}
+		msg = msg[m:]
+	}
+	return true
+}
+
+// resourceSpans reads one ResourceSpans message into w.res.
+func (w *wireReader) resourceSpans(msg []byte) bool {
+	var (
+		resource     []byte
+		seenResource bool
+		scopes       [][]byte
+	)
+	ok := eachField(msg, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+		switch num {
+		case 1: // resource
+			if typ != protowire.BytesType || seenResource {
+				return false
+			}
+			resource, seenResource = v, true
+		case 2: // scope_spans
+			if typ != protowire.BytesType {
+				return false
+			}
+			scopes = append(scopes, v)
+		case 3: // schema_url
+			return typ == protowire.BytesType && utf8.Valid(v)
+		}
+		return true
+	})
+	if !ok {
+		return false
+	}
+	// The resource is one per batch of spans: the generated decoder and
+	// the helpers Traces uses read it, exactly as there.
+	var rpb *resourcepb.Resource
+	if seenResource {
+		rpb = &resourcepb.Resource{}
+		if proto.Unmarshal(resource, rpb) != nil {
+			return false
+		}
+	}
+	service, instance := serviceOf(rpb), instanceOf(rpb)
+	var resAttrs map[string]string
+	var resHash uint64
+	for _, ss := range scopes {
+		ok := eachField(ss, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+			switch num {
+			case 1: // scope: validated only
+				return typ == protowire.BytesType && proto.Unmarshal(v, &commonpb.InstrumentationScope{}) == nil
+			case 2: // spans
+				return typ == protowire.BytesType
+			case 3: // schema_url
+				return typ == protowire.BytesType && utf8.Valid(v)
+			}
+			return true
+		})
+		if !ok {
+			return false
+		}
+		// A second pass takes the spans, now that the scope is known valid.
+		ok = eachField(ss, func(num protowire.Number, _ protowire.Type, v []byte) bool {
+			if num != 2 {
+				return true
+			}
+			span, reason, ok := w.span(v)
+			if !ok {
+				return false
+			}
+			if reason != "" {
+				w.errs.reject(reason)
+				return true
+			}
+			if resAttrs == nil {
+				resAttrs = resourceAttributes(rpb, w.lim)
+				resHash = telemetry.ResourceHash(w.project, resAttrs)
+			}
+			span.ProjectID = w.project
+			span.Service = service
+			span.Instance = instance
+			span.Resource = resAttrs
+			span.ResourceHash = resHash
+			w.res.Spans = append(w.res.Spans, span)
+			return true
+		})
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// span reads one Span message: the span, or the reason it is rejected.
+func (w *wireReader) span(msg []byte) (telemetry.Span, string, bool) {
+	var (
+		f                    spanFields
+		attrs                = w.attrs[:0]
+		seenStatus           bool
+		statusMsg            []byte
+		traceID, spanID, par []byte
+	)
+	ok := eachField(msg, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+		switch num {
+		case 1, 2, 4: // trace_id, span_id, parent_span_id: the last one wins
+			if typ != protowire.BytesType {
+				return false
+			}
+			switch num {
+			case 1:
+				traceID = v
+			case 2:
+				spanID = v
+			default:
+				par = v
+			}
+		case 3: // trace_state
+			return typ == protowire.BytesType && utf8.Valid(v)
+		case 5: // name
+			if typ != protowire.BytesType || !utf8.Valid(v) {
+				return false
+			}
+			f.name = string(v)
+		case 6: // kind
+			if typ != protowire.VarintType {
+				return false
+			}
+			x, _ := protowire.ConsumeVarint(v)
+			f.kind = tracepb.Span_SpanKind(int32(x))
+		case 7, 8: // start, end
+			if typ != protowire.Fixed64Type {
+				return false
+			}
+			x, _ := protowire.ConsumeFixed64(v)
+			if num == 7 {
+				f.startNs = x
+			} else {
+				f.endNs = x
+			}
+		case 9: // attributes
+			if typ != protowire.BytesType {
+				return false
+			}
+			attrs = append(attrs, v)
+		case 10, 12, 14: // dropped counts
+			return typ == protowire.VarintType
+		case 11: // events: few, through the generated decoder
+			if typ != protowire.BytesType {
+				return false
+			}
+			e := &tracepb.Span_Event{}
+			if proto.Unmarshal(v, e) != nil {
+				return false
+			}
+			f.events = append(f.events, e)
+		case 13: // links: validated only
+			return typ == protowire.BytesType && proto.Unmarshal(v, &tracepb.Span_Link{}) == nil
+		case 15: // status
+			if typ != protowire.BytesType || seenStatus {
+				return false
+			}
+			seenStatus = true
+			return eachField(v, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+				switch num {
+				case 2:
+					if typ != protowire.BytesType || !utf8.Valid(v) {
+						return false
+					}
+					statusMsg = v
+				case 3:
+					if typ != protowire.VarintType {
+						return false
+					}
+					x, _ := protowire.ConsumeVarint(v)
+					f.statusCode = tracepb.Status_StatusCode(int32(x))
+				}
+				return true
+			})
+		case 16: // flags
+			return typ == protowire.Fixed32Type
+		}
+		return true
+	})
+	w.attrs = attrs
+	if !ok {
+		return telemetry.Span{}, "", false
+	}
+	// Attributes are read (and validated) before the span is judged, as
+	// proto.Unmarshal would refuse the whole request for a bad one.
+	w.kvs = w.kvs[:0]
+	for _, a := range attrs {
+		kv, ok := w.keyValue(a)
+		if !ok {
+			return telemetry.Span{}, "", false
+		}
+		w.kvs = append(w.kvs, kv)
+	}
+	f.traceID, f.spanID, f.parentID = traceID, spanID, par
+	if reason := checkSpanFields(traceID, spanID, par, f.startNs, f.endNs, w.now); reason != "" {
+		return telemetry.Span{}, "span " + idHex(spanID) + ": " + reason, true
+	}
+	f.statusMessage = string(statusMsg)
+
+	// As convertSpan: convention keys from all attributes, then the map.
+	// Most spans have none: their view needs no map.
+	var view spanView
+	for i := range w.kvs {
+		kv := &w.kvs[i]
+		if kv.key.convention {
+			if view.attrs == nil {
+				view.attrs = make(map[string]*commonpb.AnyValue, 8)
+			}
+			view.attrs[kv.key.name] = kv.anyValue()
+		}
+		view.server = view.server || kv.key.latency
+	}
+	w.values, w.ends = w.values[:0], w.ends[:0]
+	for i := range w.kvs {
+		w.values = w.kvs[i].appendValue(w.values, w.lim.MaxValueBytes)
+		w.ends = append(w.ends, len(w.values))
+	}
+	values := string(w.values)
+	out := make(map[string]string, min(len(w.kvs), w.lim.MaxAttributes))
+	from := 0
+	for i := range w.kvs {
+		key := w.kvs[i].key.name
+		value := values[from:w.ends[i]]
+		from = w.ends[i]
+		if len(key) > w.lim.MaxKeyBytes {
+			key = cleanString(key, w.lim.MaxKeyBytes)
+		}
+		if _, seen := out[key]; !seen && len(out) >= w.lim.MaxAttributes {
+			continue
+		}
+		out[key] = value
+	}
+	return buildSpan(f, &view, out, w.lim), "", true
+}
+
+// keyValue reads one KeyValue message.
+func (w *wireReader) keyValue(msg []byte) (wireKV, bool) {
+	var kv wireKV
+	var key []byte
+	ok := eachField(msg, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+		switch num {
+		case 1: // key
+			if typ != protowire.BytesType || !utf8.Valid(v) {
+				return false
+			}
+			key = v
+		case 2: // value
+			if typ != protowire.BytesType || kv.set {
+				return false
+			}
+			kv.set = true
+			return w.anyValue(&kv, v)
+		case 3: // key_strindex (profiles only)
+			return typ == protowire.VarintType
+		}
+		return true
+	})
+	if !ok {
+		return wireKV{}, false
+	}
+	k, interned := w.keys[string(key)]
+	if !interned {
+		k.name = string(key)
+		_, k.convention = conventionKeys[k.name]
+		k.latency = strings.HasPrefix(k.name, serverLatencyPrefix)
+		w.keys[k.name] = k
+	}
+	kv.key = k
+	return kv, true
+}
+
+// anyValue reads an AnyValue message into kv: scalars as wire fields,
+// arrays and kvlists through the generated decoder.
+func (w *wireReader) anyValue(kv *wireKV, msg []byte) bool {
+	return eachField(msg, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+		if num < 1 || num > 8 {
+			return true // unknown field
+		}
+		if kv.kind != 0 {
+			return false // a second oneof member: protobuf's last-wins/merge rules, left to it
+		}
+		kv.kind = int8(num)
+		switch num {
+		case 1, 7: // string, bytes
+			if typ != protowire.BytesType || num == 1 && !utf8.Valid(v) {
+				return false
+			}
+			kv.str = v
+		case 2, 3, 8: // bool, int, string_value_strindex
+			if typ != protowire.VarintType {
+				return false
+			}
+			kv.num, _ = protowire.ConsumeVarint(v)
+		case 4: // double
+			if typ != protowire.Fixed64Type {
+				return false
+			}
+			kv.num, _ = protowire.ConsumeFixed64(v)
+		case 5, 6: // array, kvlist
+			if typ != protowire.BytesType {
+				return false
+			}
+			// Re-read the whole AnyValue: same field, same bytes.
+			kv.value = &commonpb.AnyValue{}
+			return proto.Unmarshal(protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), v), kv.value) == nil
+		}
+		return true
+	})
+}
+
+// anyValue is kv's value as the generated decoder builds it (nil when the
+// KeyValue had none).
+func (kv *wireKV) anyValue() *commonpb.AnyValue {
+	if !kv.set {
+		return nil
+	}
+	switch kv.kind {
+	case 1:
+		return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: string(kv.str)}}
+	case 2:
+		return &commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{BoolValue: kv.num != 0}}
+	case 3:
+		return &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: int64(kv.num)}}
+	case 4:
+		return &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: math.Float64frombits(kv.num)}}
+	case 5, 6:
+		return kv.value
+	case 7:
+		return &commonpb.AnyValue{Value: &commonpb.AnyValue_BytesValue{BytesValue: append([]byte{}, kv.str...)}}
+	case 8:
+		return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValueStrindex{StringValueStrindex: int32(kv.num)}}
+	}
+	return &commonpb.AnyValue{}
+}
+
+// appendValue appends valueString(kv.anyValue(), max) to b without
+// building the AnyValue.
+func (kv *wireKV) appendValue(b []byte, max int) []byte {
+	switch kv.kind {
+	case 1:
+		if len(kv.str) <= max {
+			return append(b, kv.str...) // valid UTF-8, checked when read
+		}
+		return append(b, cleanString(string(kv.str), max)...)
+	case 2:
+		return strconv.AppendBool(b, kv.num != 0)
+	case 3:
+		return strconv.AppendInt(b, int64(kv.num), 10)
+	case 4:
+		return strconv.AppendFloat(b, math.Float64frombits(kv.num), 'g', -1, 64)
+	case 5, 6:
+		return append(b, valueString(kv.value, max)...)
+	case 7:
+		return append(b, cleanString(base64.StdEncoding.EncodeToString(kv.str), max)...)
+	}
+	return b
+}
