@@ -114,8 +114,17 @@ func PrintDiagnosis(w io.Writer, d diagnose.Diagnosis, service string) {
 	if service != "" {
 		title = service
 	}
-	fmt.Fprintf(w, "%s  %s → %s UTC  (%d requests, baseline %d)\n\n", title,
-		d.Window.From.UTC().Format("2006-01-02 15:04"), d.Window.To.UTC().Format("15:04"), d.Requests, d.BaselineRequests)
+	about := ""
+	if d.RequestsEstimated {
+		about = "about "
+	}
+	sample := ""
+	if d.AnalyzedRequests > 0 && d.AnalyzedRequests < d.Requests {
+		// Percentiles and evidence read a uniform sample of a busy window.
+		sample = fmt.Sprintf("; figures from a sample of %d", d.AnalyzedRequests)
+	}
+	fmt.Fprintf(w, "%s  %s → %s UTC  (%s%d requests, baseline %s%d%s)\n\n", title,
+		d.Window.From.UTC().Format("2006-01-02 15:04"), d.Window.To.UTC().Format("15:04"), about, d.Requests, about, d.BaselineRequests, sample)
 	fmt.Fprintf(w, "VERDICT  %s  (confidence %.0f %%)\n%s\n\n", strings.ToUpper(strings.ReplaceAll(string(d.Verdict), "_", " ")), d.Confidence*100, d.Summary)
 	if len(d.Evidence) > 0 {
 		fmt.Fprintln(w, "EVIDENCE")

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/app/apptest"
 	"github.com/tokenpath/tokenpath/cli"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
@@ -85,5 +86,22 @@ func TestDiagnoseCommand(t *testing.T) {
 	}
 	if _, _, err := run(t, append(base[:6], "--from", "yesterday")...); err == nil || !strings.Contains(err.Error(), "RFC 3339") {
 		t.Errorf("bad time: %v", err)
+	}
+}
+
+// A busy window's counts are estimates and its figures come from a
+// sample: the header says both, a complete window neither.
+func TestPrintDiagnosisSays(t *testing.T) {
+	w := diagnose.Range{From: time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 3, 11, 0, 0, 0, time.UTC)}
+	var b strings.Builder
+	cli.PrintDiagnosis(&b, diagnose.Diagnosis{Window: w, Requests: 1_234_567, BaselineRequests: 3_700_000, AnalyzedRequests: 20_000,
+		RequestsEstimated: true, Verdict: diagnose.VerdictHealthy}, "chat")
+	if want := "(about 1234567 requests, baseline about 3700000; figures from a sample of 20000)"; !strings.Contains(b.String(), want) {
+		t.Errorf("sampled header lacks %q:\n%s", want, b.String())
+	}
+	b.Reset()
+	cli.PrintDiagnosis(&b, diagnose.Diagnosis{Window: w, Requests: 900, BaselineRequests: 2700, AnalyzedRequests: 900, Verdict: diagnose.VerdictHealthy}, "chat")
+	if want := "(900 requests, baseline 2700)"; !strings.Contains(b.String(), want) {
+		t.Errorf("complete header lacks %q:\n%s", want, b.String())
 	}
 }
