@@ -369,14 +369,16 @@ func roughCount(ctx context.Context, ch *clickhouse.Store, where string, args []
 	return int(res.Row(0).Int("n"))
 }
 
-// seriesStatement is the series analysis computes in the engine over the
-// window when it loads a sample of it but the window is small enough.
+// seriesStatement is the series analysis computes in the engine over a
+// window it loads a sample of.
 func seriesStatement(ctx context.Context, ch *clickhouse.Store, project uint32, window diagnose.Range, maxRows int) []statement {
 	where, args := requestWhere(project, window)
-	if rough := roughCount(ctx, ch, where, args); rough <= maxRows || rough > analysis.SeriesExactMax {
+	rough := roughCount(ctx, ch, where, args)
+	if rough <= maxRows {
 		return nil
 	}
-	return []statement{{fmt.Sprintf(analysis.SeriesSQL, where), analysis.SeriesArgs(diagnose.Buckets(window), args)}}
+	sql, args, _ := analysis.SeriesSQL(where, args, diagnose.Buckets(window), rough, analysis.SeriesExactMax)
+	return []statement{{sql, args}}
 }
 
 // loadStatement is the read analysis.Queries.load plans for the window.
