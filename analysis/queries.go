@@ -142,6 +142,16 @@ func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LL
 		}
 		return r, nil
 	}
+	// The total is counted while the page is read.
+	total := Count{N: -1}
+	var counting errgroup.Group
+	if !f.NoTotal {
+		where, args := where, slices.Clone(args)
+		counting.Go(func() (err error) {
+			total, err = q.count(ctx, where, args)
+			return err
+		})
+	}
 	var reqs []telemetry.LLMRequest
 	found := false
 	var err error
@@ -172,11 +182,10 @@ func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LL
 		}
 		reqs = clickhouse.ScanRequests(r)
 	}
-	total := Count{N: -1}
+	if err := counting.Wait(); err != nil {
+		return nil, Count{}, err
+	}
 	if !f.NoTotal {
-		if total, err = q.count(ctx, where, args); err != nil {
-			return nil, Count{}, err
-		}
 		if total.Estimated {
 			// Never fewer than the rows already listed (a sparse filter's
 			// sample may hold none of them).
