@@ -120,3 +120,35 @@ func sameSeries(t *testing.T, name string, got, want []diagnose.Bucket) {
 	}
 
 }
+
+// The series alone (no baseline analysis) still carries the replica count
+// of a scale event from before the window, for both ways of computing it:
+// from loaded rows and from the engine's buckets.
+func TestSeriesCarriesReplicasFromBeforeTheWindow(t *testing.T) {
+	srv := apptest.Start(t, apptest.Options{})
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Minute)
+	window := diagnose.Range{From: now.Add(-30 * time.Minute), To: now}
+	var rows []telemetry.LLMRequest
+	for i := range 600 {
+		rows = append(rows, telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("%032x", i+1), SpanID: fmt.Sprintf("%016x", i+1),
+			Service: "chat", ServerService: "vllm", Model: "m", Start: window.From.Add(time.Duration(i) * 3 * time.Second), TTFT: telemetry.Ptr(100.0)})
+	}
+	if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(rows, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	scale := telemetry.Event{ProjectID: 1, Time: window.From.Add(-20 * time.Minute), Kind: telemetry.EventScale, Service: "vllm",
+		FromReplicas: telemetry.Ptr(int32(2)), ToReplicas: telemetry.Ptr(int32(5)), Reason: "HPA", Source: "test"}
+	if err := srv.CH.Insert(ctx, clickhouse.EventsBatch([]telemetry.Event{scale})); err != nil {
+		t.Fatal(err)
+	}
+	for _, maxRows := range []int{0, 100} {
+		got, _, err := (&analysis.Queries{CH: srv.CH, MaxRows: maxRows}).Series(ctx, analysis.DiagnoseRequest{Project: 1, Window: window, Service: "chat"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 || got[0].Replicas == nil || *got[0].Replicas != 5 || got[0].Requests == 0 {
+			t.Errorf("max rows %d: first bucket %+v, want 5 replicas carried from before the window", maxRows, got)
+		}
+	}
+}

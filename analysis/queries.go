@@ -597,6 +597,9 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 				in.RequestBuckets, seriesExact, err = q.requestBuckets(ctx, where, args, diagnose.Buckets(d.Window), rough)
 				return err
 			})
+			if !withBaseline {
+				return nil // the series alone: the engine's buckets are all of it
+			}
 		}
 		win, err = q.loadPlanned(ctx, where, args, rough, q.maxRows())
 		return err
@@ -611,10 +614,9 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 	}
 	// Gauges and events load beside the requests: the inference services
 	// behind them come from the hourly name counts, not the rows.
+	// Events span the baseline too, even for the series alone: replica
+	// counts carry forward from the last scale event before the window.
 	span := diagnose.Range{From: minTime(d.Window.From, d.Baseline.From), To: maxTime(d.Window.To, d.Baseline.To)}
-	if !withBaseline {
-		span = d.Window
-	}
 	servers, err := q.servers(ctx, d.Project, d.Service, d.Model, span)
 	if err != nil {
 		return in, err
