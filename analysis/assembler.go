@@ -181,11 +181,18 @@ func scanAssemblySpans(r *clickhouse.Result) []telemetry.Span {
 // assemble rebuilds the rows of the traces of one project that received
 // spans in (after, upto].
 func (a *Assembler) assemble(ctx context.Context, project uint32, after, upto time.Time) error {
+	// Both reads below select by trace_id, which neither table's key or
+	// partition can prune: bounded by the new traces' starts they read the
+	// days those traces span instead of the whole retention.
+	within, args, err := a.traceWindow(ctx, project, after, upto)
+	if err != nil {
+		return err
+	}
 	// No FINAL: a span stored twice (a retried export) is the same span,
 	// and assemble.Traces keeps one copy of each (trace_id, span_id).
 	// PREWHERE reads trace_id first and the other columns only where it matches.
-	r, err := a.CH.Query(ctx, "SELECT "+assemblySpanColumns+" FROM spans PREWHERE project_id = ? AND trace_id IN "+newTraces+assemblyReadSettings,
-		project, project, after, upto)
+	r, err := a.CH.Query(ctx, "SELECT "+assemblySpanColumns+" FROM spans PREWHERE project_id = ?"+within+" AND trace_id IN "+newTraces+assemblyReadSettings,
+		append(append([]any{project}, args...), project, after, upto)...)
 	if err != nil {
 		return fmt.Errorf("load spans: %w", err)
 	}
@@ -238,8 +245,9 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, after, upto ti
 	// The live rows are resolved here as FINAL would (the highest version
 	// of each key, unless deleted): FINAL merges the key columns of the
 	// whole table before the trace filter applies.
-	er, err := a.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+", toInt64(version) AS row_version, is_deleted FROM llm_requests PREWHERE project_id = ? AND trace_id IN "+newTraces+assemblyReadSettings,
-		project, project, after, upto)
+	// A request starts when its LLM span does, so within its trace's bounds.
+	er, err := a.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+", toInt64(version) AS row_version, is_deleted FROM llm_requests PREWHERE project_id = ?"+within+" AND trace_id IN "+newTraces+assemblyReadSettings,
+		append(append([]any{project}, args...), project, after, upto)...)
 	if err != nil {
 		return fmt.Errorf("load existing requests: %w", err)
 	}
@@ -254,6 +262,38 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, after, upto ti
 		}
 	}
 	return a.CH.Insert(ctx, clickhouse.RequestsBatch(reqs, gone, uint64(a.Now().UnixNano())))
+}
+
+// traceBoundsQuery reads the span start range of the traces of a project
+// that received spans in (after, upto] from trace_bounds (ordered by trace
+// id in small granules: at most one granule per trace is read), and counts
+// those traces in spans to tell whether every one of them has bounds.
+const traceBoundsQuery = `SELECT (SELECT uniqExact(trace_id) FROM spans WHERE project_id = ? AND inserted_at > ? AND inserted_at <= ?) AS traces,
+	uniqExact(trace_id) AS bounded,
+	CAST(min(first_start) AS DateTime64(9, 'UTC')) AS lo, CAST(max(last_start) AS DateTime64(9, 'UTC')) AS hi
+	FROM trace_bounds WHERE project_id = ? AND trace_id IN ` + newTraces
+
+// traceWindow returns the condition (and its arguments) that bounds a read
+// of spans or llm_requests to the starts of the traces that received spans
+// in (after, upto]: every span of those traces, whatever its age, since the
+// bounds come from all their stored spans, not from the new ones. One
+// long-lived trace widens the pass's read to the days it spans. When a
+// trace has no bounds (spans stored while the view was missing), it
+// returns no condition: an unbounded pass is slow, a missed span is wrong.
+func (a *Assembler) traceWindow(ctx context.Context, project uint32, after, upto time.Time) (string, []any, error) {
+	r, err := a.CH.Query(ctx, traceBoundsQuery+assemblyReadSettings, project, after, upto, project, project, after, upto)
+	if err != nil {
+		return "", nil, fmt.Errorf("load trace bounds: %w", err)
+	}
+	w := r.Row(0)
+	traces, bounded := w.Int("traces"), w.Int("bounded")
+	if traces == 0 || bounded < traces {
+		if traces > 0 && a.Log != nil {
+			a.Log.Warn("traces without bounds; reading spans unbounded", "project", project, "traces", traces, "bounded", bounded)
+		}
+		return "", nil, nil
+	}
+	return " AND start >= ? AND start <= ?", []any{w.Time("lo"), w.Time("hi")}, nil
 }
 
 // liveRequests reduces rows selected with RequestColumns, row_version and

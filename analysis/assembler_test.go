@@ -1,11 +1,18 @@
 package analysis
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/store/postgres"
+	"github.com/tokenpath/tokenpath/store/postgres/pgtest"
+	"github.com/tokenpath/tokenpath/telemetry"
 )
 
 // TestLiveRequests: the assembler resolves row versions as FINAL would.
@@ -33,5 +40,194 @@ func TestLiveRequests(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "a,c,d" {
 		t.Errorf("live rows %v, want a, c, d", got)
+	}
+}
+
+// openAssembler gives a test its own stores and an assembler whose passes
+// see every span inserted before them (no lag) and none after.
+func openAssembler(t testing.TB) *Assembler {
+	t.Helper()
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ch, err := clickhouse.Open(ctx, clickhouse.Config{DataDir: t.TempDir()}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.Close() })
+	if err := ch.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pg, err := postgres.Open(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Close)
+	if err := pg.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return &Assembler{CH: ch, PG: pg, Log: log, Lag: time.Nanosecond}
+}
+
+// agentSpan is a span of an agent trace of project 1: the root when parent
+// is empty, an LLM client call when llm is set.
+func agentSpan(trace, id, parent string, start time.Time, llm bool) telemetry.Span {
+	s := telemetry.Span{ProjectID: 1, TraceID: trace, SpanID: id, ParentSpanID: parent, Service: "agent", Instance: "agent-0",
+		Name: "agent.run", Start: start, End: start.Add(time.Second), StatusCode: "ok"}
+	if llm {
+		s.Name = "chat"
+		s.LLM = telemetry.LLMCall{Role: telemetry.LLMClient, Provider: "openai", Model: "gpt", ClientTTFT: telemetry.Ptr(200 * time.Millisecond)}
+	}
+	return s
+}
+
+// liveRows returns the assembled rows of a trace as readers see them.
+func liveRows(t *testing.T, a *Assembler, trace string) map[string]telemetry.LLMRequest {
+	t.Helper()
+	r, err := a.CH.Query(context.Background(), "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE trace_id = ? AND is_deleted = 0", trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]telemetry.LLMRequest{}
+	for _, q := range clickhouse.ScanRequests(r) {
+		out[q.SpanID] = q
+	}
+	return out
+}
+
+func (a *Assembler) mustStep(t *testing.T) {
+	t.Helper()
+	if _, err := a.Step(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (a *Assembler) mustInsert(t *testing.T, spans ...telemetry.Span) {
+	t.Helper()
+	if err := a.CH.Insert(context.Background(), clickhouse.SpansBatch(spans)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An agent trace that calls a model again three days after it started is
+// re-assembled from all its spans: the pass's read is bounded by the
+// trace's stored bounds, not by the starts of the span that just arrived,
+// so the late call still finds its root (route, pre-inference time) and
+// its earlier call (call index), and the earlier row stays.
+func TestAssemblerReadsWholeTraceAcrossDays(t *testing.T) {
+	a := openAssembler(t)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	old := now.Add(-72 * time.Hour)
+	late := now.Add(-time.Minute)
+	a.mustInsert(t, agentSpan("long", "root", "", old, false), agentSpan("long", "c1", "root", old.Add(100*time.Millisecond), true),
+		// A short trace of today in the same pass.
+		agentSpan("short", "root", "", now.Add(-2*time.Minute), false), agentSpan("short", "c1", "root", now.Add(-2*time.Minute+50*time.Millisecond), true))
+	a.mustStep(t)
+	if rows := liveRows(t, a, "long"); len(rows) != 1 || rows["c1"].Route != "agent.run" {
+		t.Fatalf("first pass: rows %+v, want c1 of route agent.run", rows)
+	}
+
+	a.mustInsert(t, agentSpan("long", "c2", "root", late, true))
+	wm, err := a.watermark(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within, args, err := a.traceWindow(ctx, 1, wm, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if within == "" || !args[0].(time.Time).Equal(old) || !args[1].(time.Time).Equal(late) {
+		t.Fatalf("bounds of the late trace: %q %v, want [%s, %s]", within, args, old, late)
+	}
+	a.mustStep(t)
+	rows := liveRows(t, a, "long")
+	if len(rows) != 2 {
+		t.Fatalf("second pass: %d rows %+v, want c1 and c2", len(rows), rows)
+	}
+	c1, c2 := rows["c1"], rows["c2"]
+	if c1.CallIndex != 0 || !c1.Start.Equal(old.Add(100*time.Millisecond)) {
+		t.Errorf("earlier call: %+v", c1)
+	}
+	if c2.CallIndex != 1 || c2.Route != "agent.run" || c2.PreInference == nil || *c2.PreInference != float64(late.Sub(old).Milliseconds()) {
+		t.Errorf("late call: index %d route %q pre-inference %v, want 1, agent.run, %d ms", c2.CallIndex, c2.Route, c2.PreInference, late.Sub(old).Milliseconds())
+	}
+	if rows := liveRows(t, a, "short"); len(rows) != 1 {
+		t.Errorf("short trace: %+v", rows)
+	}
+}
+
+// A trace with no bounds (its spans stored while the view was missing)
+// makes the pass read unbounded instead of missing its spans, even when
+// the other traces of the pass have narrow bounds.
+func TestAssemblerWithoutBoundsReadsUnbounded(t *testing.T) {
+	a := openAssembler(t)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	old := now.Add(-48 * time.Hour)
+	if err := a.CH.Exec(ctx, "DROP VIEW trace_bounds_mv"); err != nil {
+		t.Fatal(err)
+	}
+	a.mustInsert(t, agentSpan("unbounded", "root", "", old, false), agentSpan("unbounded", "c1", "root", old.Add(time.Second), true))
+	if err := a.CH.Exec(ctx, "CREATE MATERIALIZED VIEW trace_bounds_mv TO trace_bounds AS SELECT project_id, trace_id, min(start) AS first_start, max(start) AS last_start FROM spans GROUP BY project_id, trace_id"); err != nil {
+		t.Fatal(err)
+	}
+	a.mustInsert(t, agentSpan("bounded", "root", "", now.Add(-time.Minute), false), agentSpan("bounded", "c1", "root", now.Add(-time.Minute+time.Second), true))
+	within, _, err := a.traceWindow(ctx, 1, time.Unix(0, 0), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if within != "" {
+		t.Errorf("a trace has no bounds, yet the pass is bounded by %q", within)
+	}
+	a.mustStep(t)
+	for _, trace := range []string{"unbounded", "bounded"} {
+		if rows := liveRows(t, a, trace); len(rows) != 1 || rows["c1"].Route != "agent.run" {
+			t.Errorf("trace %s: rows %+v, want c1 of route agent.run", trace, rows)
+		}
+	}
+}
+
+// The migration's INSERT gives bounds to the spans stored before it, so
+// the first pass after an upgrade is bounded too.
+func TestTraceBoundsBackfill(t *testing.T) {
+	a := openAssembler(t)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	// As before migration 0009: no table, no view.
+	for _, st := range []string{"DROP VIEW trace_bounds_mv", "DROP TABLE trace_bounds", "DELETE FROM schema_migrations WHERE version = '0009_trace_bounds'"} {
+		if err := a.CH.Exec(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var spans []telemetry.Span
+	for i := range 3 {
+		first := now.Add(-time.Duration(i*30) * time.Hour) // over several days
+		spans = append(spans, agentSpan(fmt.Sprint("t", i), "root", "", first, false),
+			agentSpan(fmt.Sprint("t", i), "c1", "root", first.Add(time.Duration(i+1)*time.Hour), true))
+	}
+	a.mustInsert(t, spans...)
+	if err := a.CH.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.CH.Query(ctx, "SELECT trace_id, CAST(min(first_start) AS DateTime64(9, 'UTC')) AS lo, CAST(max(last_start) AS DateTime64(9, 'UTC')) AS hi FROM trace_bounds GROUP BY trace_id ORDER BY trace_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Len() != 3 {
+		t.Fatalf("%d traces with bounds, want 3", r.Len())
+	}
+	for i := range 3 {
+		w := r.Row(i)
+		first := now.Add(-time.Duration(i*30) * time.Hour)
+		if w.String("trace_id") != fmt.Sprint("t", i) || !w.Time("lo").Equal(first) || !w.Time("hi").Equal(first.Add(time.Duration(i+1)*time.Hour)) {
+			t.Errorf("bounds %s [%s, %s], want t%d [%s, %s]", w.String("trace_id"), w.Time("lo"), w.Time("hi"), i, first, first.Add(time.Duration(i+1)*time.Hour))
+		}
+	}
+	within, _, err := a.traceWindow(ctx, 1, time.Unix(0, 0), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if within == "" {
+		t.Error("the back-filled traces are read unbounded")
 	}
 }

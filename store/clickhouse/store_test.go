@@ -293,12 +293,18 @@ func TestRetentionChange(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.Query(ctx, "SELECT create_table_query AS q FROM system.tables WHERE database = currentDatabase() AND name = 'spans'")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if q := r.Row(0).String("q"); !strings.Contains(q, "toIntervalDay(90)") {
-		t.Fatalf("TTL not updated: %s", q)
+	for table := range retentionTables {
+		r, err := s.Query(ctx, "SELECT create_table_query AS q FROM system.tables WHERE database = currentDatabase() AND name = ?", table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Len() != 1 {
+			t.Errorf("retention table %s does not exist", table)
+			continue
+		}
+		if q := r.Row(0).String("q"); !strings.Contains(q, "toIntervalDay(90)") {
+			t.Errorf("TTL of %s not updated: %s", table, q)
+		}
 	}
 }
 
