@@ -13,10 +13,10 @@ import (
 // SeriesExactMax is the most stored rows of a window whose series the
 // engine computes over every request when the diagnosis loads only a
 // sample of them (~25 ms per 60k rows on two cores). A bigger window's
-// series reads the stored sample (1/16), or its first level (1/256) past
-// 16× that: never more than ~SeriesExactMax rows, and never fewer than
-// the sample the diagnosis loads, so the chart's buckets stay sharp at any
-// window size for a bounded cost.
+// series comes from the loaded sample: the engine's stored sample would
+// give sharper buckets, but measured at 1M rows it made a 7-day diagnosis
+// ~50 % slower (bench query, session 4), more than sharper buckets of a
+// week are worth.
 const SeriesExactMax = 300_000
 
 // seriesSelect computes one row per bucket: the figures diagnose.series
@@ -33,42 +33,36 @@ var seriesSelect = func() string {
 }()
 
 // SeriesSQL is the statement computing the series of the requests matching
-// where, rough of them stored: over every request up to exactMax, else over
-// the stored sample or its first level, each row standing for scale
-// requests.
-func SeriesSQL(where string, args []any, width time.Duration, rough, exactMax int) (sql string, sqlArgs []any, scale float64) {
-	p := planCount(rough, exactMax)
-	return seriesSelect + p.table + " FINAL WHERE " + where + p.where + " GROUP BY bucket ORDER BY bucket" + FinalSettings,
-		append([]any{max(int64(width/time.Second), 1)}, args...), p.scale
+// where, over every one of them.
+func SeriesSQL(where string, args []any, width time.Duration) (sql string, sqlArgs []any) {
+	return seriesSelect + "llm_requests FINAL WHERE " + where + " GROUP BY bucket ORDER BY bucket" + FinalSettings,
+		append([]any{max(int64(width/time.Second), 1)}, args...)
 }
 
 // requestBuckets computes the request figures of every width-wide bucket
-// of a window (where, args; rough rows stored) in the engine: see
-// diagnose.Input.RequestBuckets and SeriesSQL. exact says every request
-// was read (the counts are the window's, not scaled up).
-func (q *Queries) requestBuckets(ctx context.Context, where string, args []any, width time.Duration, rough int) (buckets []diagnose.Bucket, exact bool, err error) {
-	sql, sqlArgs, scale := SeriesSQL(where, args, width, rough, q.seriesExactMax())
+// of a window (where, args) in the engine, over every request: see
+// diagnose.Input.RequestBuckets and SeriesSQL.
+func (q *Queries) requestBuckets(ctx context.Context, where string, args []any, width time.Duration) ([]diagnose.Bucket, error) {
+	sql, sqlArgs := SeriesSQL(where, args, width)
 	r, err := q.CH.Query(ctx, sql, sqlArgs...)
 	if err != nil {
-		return nil, false, fmt.Errorf("series: %w", err)
+		return nil, fmt.Errorf("series: %w", err)
 	}
 	// Empty, not nil: computed, with no request in any bucket.
 	out := make([]diagnose.Bucket, 0, r.Len())
 	for i := range r.Len() {
 		row := r.Row(i)
-		// Counts scale and round per bucket as the series of a loaded
-		// sample does in Go.
-		scaled := func(col string) float64 { return math.Round(float64(row.Int(col)) * scale) }
+		n := row.Int("n")
 		b := diagnose.Bucket{
-			Start: row.Time("bucket"), Requests: int(scaled("n")), RatePerSec: float64(row.Int("n")) * scale / width.Seconds(),
-			InputTokens: int64(scaled("input_tokens")), OutputTokens: int64(scaled("output_tokens")),
-			ColdStarts: int(scaled("cold")), Errors: int(scaled("errors")),
+			Start: row.Time("bucket"), Requests: int(n), RatePerSec: float64(n) / width.Seconds(),
+			InputTokens: row.Int("input_tokens"), OutputTokens: row.Int("output_tokens"),
+			ColdStarts: int(row.Int("cold")), Errors: int(row.Int("errors")),
 			P95: map[string]float64{},
 		}
 		for _, c := range diagnose.Components {
 			qs := row.Floats("q_" + c)
 			if len(qs) != 3 {
-				return nil, false, fmt.Errorf("series: %d quantiles of %s, want 3", len(qs), c)
+				return nil, fmt.Errorf("series: %d quantiles of %s, want 3", len(qs), c)
 			}
 			if !math.IsNaN(qs[1]) {
 				b.P95[c] = qs[1]
@@ -82,5 +76,5 @@ func (q *Queries) requestBuckets(ctx context.Context, where string, args []any, 
 		}
 		out = append(out, b)
 	}
-	return out, scale == 1, nil
+	return out, nil
 }

@@ -61,29 +61,25 @@ func TestSeriesFromEngineMatchesGo(t *testing.T) {
 		}
 		sameSeries(t, fmt.Sprintf("MaxRows %d", q.MaxRows), got, want)
 	}
-	// Above SeriesExactMax the engine reads the stored sample (past 16×
-	// that, its first level) and scales counts up: exactly Go's series over
-	// those rows, with the sample's scale.
-	for _, c := range []struct {
-		exactMax int
-		level    string
-		scale    int
-	}{{1000, "", 16}, {50, " AND sample_level = 0", 256}} {
-		sample, err := srv.CH.QueryRequests(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests_sample FINAL WHERE project_id = 1 AND start >= ? AND start < ?"+c.level,
-			window.From, window.To)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(sample) == 0 {
-			t.Fatalf("no stored sample rows%s", c.level)
-		}
-		want := diagnose.Series(diagnose.Input{Window: window, Requests: sample, WindowTotal: len(sample) * c.scale})
-		got, _, err := (&analysis.Queries{CH: srv.CH, MaxRows: 300, SeriesExactRows: c.exactMax}).Series(ctx, analysis.DiagnoseRequest{Project: 1, Window: window, Service: "chat"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sameSeries(t, fmt.Sprintf("stored sample%s", c.level), got, want)
+	// Above SeriesExactMax the series is the loaded sample's: close, not equal.
+	got, _, err := (&analysis.Queries{CH: srv.CH, MaxRows: 300, SeriesExactRows: 1000}).Series(ctx, analysis.DiagnoseRequest{Project: 1, Window: window, Service: "chat"})
+	if err != nil {
+		t.Fatal(err)
 	}
+	differs := len(got) != len(want)
+	for i := 0; !differs && i < len(want); i++ {
+		differs = got[i].Requests != want[i].Requests || fmt.Sprint(deref(got[i].TTFT.P99)) != fmt.Sprint(deref(want[i].TTFT.P99))
+	}
+	if !differs {
+		t.Errorf("a window over SeriesExactRows still got the engine's series")
+	}
+}
+
+func deref(p *float64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 func sameSeries(t *testing.T, name string, got, want []diagnose.Bucket) {

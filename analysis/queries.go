@@ -578,7 +578,6 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 	in := diagnose.Input{Window: d.Window, Baseline: d.Baseline, SLO: d.SLO, Prices: d.Prices}
 	// Window and baseline load at once (see Compare).
 	var win, base loadedRequests
-	var seriesExact bool
 	var g errgroup.Group
 	g.Go(func() error {
 		f := RequestFilter{Project: d.Project, From: d.Window.From, To: d.Window.To, Service: d.Service, Model: d.Model}
@@ -587,14 +586,13 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 		if err != nil {
 			return err
 		}
-		if rough > q.maxRows() {
-			// The window is loaded as a sample: the engine computes its
-			// series over every request (or a larger sample than the
-			// loaded one), for sharper per-bucket percentiles in the chart
-			// and the correlations, and the window's exact size with them
-			// when it read every request.
+		if rough > q.maxRows() && rough <= q.seriesExactMax() {
+			// The window is loaded as a sample, but is small enough for
+			// the engine to compute its series over every request:
+			// sharper per-bucket percentiles for the chart and the
+			// correlations, and the window's exact size with them.
 			g.Go(func() (err error) {
-				in.RequestBuckets, seriesExact, err = q.requestBuckets(ctx, where, args, diagnose.Buckets(d.Window), rough)
+				in.RequestBuckets, err = q.requestBuckets(ctx, where, args, diagnose.Buckets(d.Window))
 				return err
 			})
 			if !withBaseline {
@@ -650,7 +648,7 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 		return in, err
 	}
 	in.Requests, in.WindowTotal = win.reqs, win.sampledFrom
-	if seriesExact {
+	if in.RequestBuckets != nil {
 		// The engine's series counted every request of the window.
 		in.WindowTotal, win.estimated = 0, false
 		for _, b := range in.RequestBuckets {

@@ -370,14 +370,13 @@ func roughCount(ctx context.Context, ch *clickhouse.Store, where string, args []
 }
 
 // seriesStatement is the series analysis computes in the engine over a
-// window it loads a sample of.
+// window it loads a sample of, when the window is small enough.
 func seriesStatement(ctx context.Context, ch *clickhouse.Store, project uint32, window diagnose.Range, maxRows int) []statement {
 	where, args := requestWhere(project, window)
-	rough := roughCount(ctx, ch, where, args)
-	if rough <= maxRows {
+	if rough := roughCount(ctx, ch, where, args); rough <= maxRows || rough > analysis.SeriesExactMax {
 		return nil
 	}
-	sql, args, _ := analysis.SeriesSQL(where, args, diagnose.Buckets(window), rough, analysis.SeriesExactMax)
+	sql, args := analysis.SeriesSQL(where, args, diagnose.Buckets(window))
 	return []statement{{sql, args}}
 }
 
