@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
@@ -38,9 +39,15 @@ type AlertEvaluator struct {
 	Interval  time.Duration // default 1 min
 	Dedupe    time.Duration // default 30 min
 	Now       func() time.Time
+
+	// once fills the defaults a single time: Run's loop and a direct
+	// Evaluate (tests, an operator's trigger) may start together.
+	once sync.Once
 }
 
-func (e *AlertEvaluator) defaults() {
+func (e *AlertEvaluator) defaults() { e.once.Do(e.fillDefaults) }
+
+func (e *AlertEvaluator) fillDefaults() {
 	if e.Interval <= 0 {
 		e.Interval = time.Minute
 	}
