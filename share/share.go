@@ -22,7 +22,6 @@ import (
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/store/postgres"
 	"github.com/tokenpath/tokenpath/telemetry"
-	"golang.org/x/sync/errgroup"
 )
 
 // Source is what the shared pages read (analysis.Queries).
@@ -291,24 +290,18 @@ func (s *Service) Diagnose(ctx context.Context, project uint32, p DiagnoseParams
 	if s.Settings != nil {
 		req.SLO, req.Prices = s.Settings.SLOAndPrices(ctx, project, p.Service, p.Model)
 	}
-	// The slowest requests are listed while the diagnosis runs: over a
-	// day or more, sorting the window is a read of its own.
-	out := &DiagnoseData{Params: p, Slowest: []telemetry.LLMRequest{}}
-	var g errgroup.Group
-	g.Go(func() (err error) {
-		out.Diagnosis, err = s.Source.Diagnose(ctx, req)
-		return err
-	})
-	g.Go(func() error {
+	d, err := s.Source.Diagnose(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	out := &DiagnoseData{Params: p, Diagnosis: d, Slowest: []telemetry.LLMRequest{}}
+	if d.Requests > 0 {
 		slow, _, err := s.Source.Requests(ctx, analysis.RequestFilter{Project: project, From: p.Window.From, To: p.Window.To,
 			Service: p.Service, Model: p.Model, Sort: "ttft", Desc: true, Limit: SlowestShown, NoTotal: true})
-		if err == nil && len(slow) > 0 {
-			out.Slowest = slow
+		if err != nil {
+			return nil, err
 		}
-		return err
-	})
-	if err := g.Wait(); err != nil {
-		return nil, err
+		out.Slowest = slow
 	}
 	return out, nil
 }
