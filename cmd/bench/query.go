@@ -248,7 +248,7 @@ func runQuery(ctx context.Context, opts queryOptions) (*queryReport, error) {
 				if opts.OnlyWhatIf || len(opts.Windows) > 0 && !slices.Contains(opts.Windows, w.name) {
 					continue
 				}
-				for _, op := range []string{"list", "series", "overview", "diagnose", "compare"} {
+				for _, op := range []string{"newest", "list", "series", "overview", "diagnose", "compare"} {
 					if len(opts.Ops) > 0 && !slices.Contains(opts.Ops, op) {
 						continue
 					}
@@ -410,6 +410,21 @@ func statements(op string, project uint32, window, before diagnose.Range, rough 
 	baseline := diagnose.DefaultBaseline(window)
 	span := diagnose.Range{From: baseline.From, To: window.To}
 	switch op {
+	case "newest":
+		// The requests page as it opens: newest first, its last hour read
+		// first (Queries.Requests reads the whole window only when that
+		// hour holds less than a page).
+		where, args := requestWhere(project, window)
+		probe := window
+		if probe.Duration() > time.Hour {
+			probe.From = window.To.Add(-time.Hour)
+		}
+		pwhere, pargs := requestWhere(project, probe)
+		return []statement{
+			{"SELECT " + clickhouse.RequestColumns + " FROM llm_requests FINAL WHERE " + pwhere +
+				" ORDER BY start DESC NULLS LAST, start DESC LIMIT ? OFFSET ?" + finalSettings, append(append([]any{}, pargs...), 50, 0)},
+			{analysis.CountSQL(where, rough(window)), args},
+		}
 	case "list":
 		where, args := requestWhere(project, window)
 		count := statement{analysis.CountSQL(where, rough(window)), args}
@@ -465,6 +480,8 @@ func runOp(ctx context.Context, q *analysis.Queries, d *dataset, op string, w ti
 	dr := analysis.DiagnoseRequest{Project: d.project, Window: window}
 	var err error
 	switch op {
+	case "newest":
+		_, _, err = q.Requests(ctx, analysis.RequestFilter{Project: d.project, From: window.From, To: window.To, Limit: 50})
 	case "list":
 		_, _, err = q.Requests(ctx, analysis.RequestFilter{Project: d.project, From: window.From, To: window.To, Sort: "ttft", Desc: true, Limit: 50})
 	case "series":
@@ -570,12 +587,14 @@ func measureHTTP(ctx context.Context, dataDir, dbURL string, d *dataset, res *si
 		v := url.Values{}
 		path := "/api/v1/" + t.Op
 		switch t.Op {
-		case "list":
+		case "list", "newest":
 			path = "/api/v1/requests"
 			v.Set("from", rfc(window.From))
 			v.Set("to", rfc(window.To))
 			v.Set("limit", "50")
-			v.Set("sort", "ttft")
+			if t.Op == "list" {
+				v.Set("sort", "ttft")
+			}
 		case "series", "overview", "diagnose":
 			v.Set("from", rfc(window.From))
 			v.Set("to", rfc(window.To))
@@ -592,8 +611,8 @@ func measureHTTP(ctx context.Context, dataDir, dbURL string, d *dataset, res *si
 				t.Err = "API: " + err.Error()
 			}
 		}
-		pagePath := map[string]string{"list": "/requests", "series": "/", "overview": "/", "diagnose": "/diagnose", "compare": "/compare"}[t.Op]
-		if t.Op == "list" {
+		pagePath := map[string]string{"newest": "/requests", "list": "/requests", "series": "/", "overview": "/", "diagnose": "/diagnose", "compare": "/compare"}[t.Op]
+		if t.Op == "list" || t.Op == "newest" {
 			v.Del("limit")
 		}
 		pu := "http://" + a.HTTPAddr + pagePath + "?" + v.Encode()

@@ -177,7 +177,7 @@ func printQuery(w io.Writer, r *queryReport) {
 	}
 	last := r.Sizes[len(r.Sizes)-1]
 	printWhatIfs(w, last.Rows, last.WhatIfs)
-	var diag, list, page, deferred time.Duration
+	var diag, list, newest, page, deferred time.Duration
 	var seen = map[string]bool{}
 	for _, t := range last.Ops {
 		m := median(t.API)
@@ -196,6 +196,8 @@ func printQuery(w io.Writer, r *queryReport) {
 			diag = max(diag, m)
 		case "list":
 			list = max(list, m)
+		case "newest":
+			newest = max(newest, m)
 		}
 	}
 	target := func(op string, ok bool, d time.Duration) string {
@@ -204,9 +206,9 @@ func printQuery(w io.Writer, r *queryReport) {
 		}
 		return fmt.Sprintf("%s (%s)", verdict(ok), ms(d))
 	}
-	fmt.Fprintf(w, "\nTargets at %s rows (slowest window): diagnose < 1 s: %s; request list < 100 ms: %s; HTML pages < 150 ms server time: %s.\n",
-		count(float64(last.Rows)), target("diagnose", diag < time.Second, diag), target("list", list < 100*time.Millisecond, list),
-		target("page", page < 150*time.Millisecond, page))
+	fmt.Fprintf(w, "\nTargets at %s rows (slowest window): diagnose < 1 s: %s; request list < 100 ms: %s newest first (as the page opens), %s sorted by TTFT; HTML pages < 150 ms server time: %s.\n",
+		count(float64(last.Rows)), target("diagnose", diag < time.Second, diag), target("newest", newest < 100*time.Millisecond, newest),
+		target("list", list < 100*time.Millisecond, list), target("page", page < 150*time.Millisecond, page))
 	if deferred > 0 {
 		fmt.Fprintf(w, "The diagnose page answers with its frame and loads the diagnosis after it: %s at most.\n", ms(deferred))
 	}
