@@ -35,14 +35,7 @@ func BenchmarkInsertSpans(b *testing.B) {
 	for _, mode := range []string{"resource_inline", "resource_hash", "resource_hash_without_trace_bounds"} {
 		b.Run(mode, func(b *testing.B) {
 			// A store per mode, so no mode inserts into another's rows.
-			s, err := Open(context.Background(), Config{DataDir: b.TempDir()}, quietLog)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			if err := s.Migrate(context.Background()); err != nil {
-				b.Fatal(err)
-			}
+			s := migratedStore(b)
 			h := uint64(0)
 			if mode != "resource_inline" {
 				h = telemetry.ResourceHash(1, res)
@@ -127,14 +120,7 @@ func BenchmarkInsertRequests(b *testing.B) {
 	}
 	for _, mode := range []string{"with_views", "without_views"} {
 		b.Run(mode, func(b *testing.B) {
-			s, err := Open(context.Background(), Config{DataDir: b.TempDir()}, quietLog)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			if err := s.Migrate(context.Background()); err != nil {
-				b.Fatal(err)
-			}
+			s := migratedStore(b)
 			if mode == "without_views" {
 				for _, v := range []string{"llm_requests_sample_mv", "llm_request_names_mv"} {
 					if err := s.Exec(context.Background(), "DROP VIEW "+v); err != nil {

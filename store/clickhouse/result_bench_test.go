@@ -11,14 +11,7 @@ import (
 // BenchmarkQueryRequests reads 30k llm_requests rows through the embedded
 // engine: the shape a diagnosis loads for a 1 h window and its baseline.
 func BenchmarkQueryRequests(b *testing.B) {
-	s, err := Open(context.Background(), Config{DataDir: b.TempDir()}, quietLog)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(context.Background()); err != nil {
-		b.Fatal(err)
-	}
+	s := migratedStore(b)
 	t0 := time.Now().Add(-time.Hour)
 	rows := make([]telemetry.LLMRequest, 30_000)
 	for i := range rows {
@@ -38,4 +31,19 @@ func BenchmarkQueryRequests(b *testing.B) {
 		}
 		_ = ScanRequests(r)
 	}
+}
+
+// migratedStore opens an embedded store in a fresh directory with the
+// schema applied; it closes when the benchmark ends.
+func migratedStore(b *testing.B) *Store {
+	b.Helper()
+	s, err := Open(context.Background(), Config{DataDir: b.TempDir()}, quietLog)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return s
 }
