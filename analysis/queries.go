@@ -106,9 +106,9 @@ type Count struct {
 func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LLMRequest, Count, error) {
 	where, args := f.where()
 	if f.Slow {
-		// The p90 of a big window is read from the stored sample: a
-		// sixteenth of the reading, and p90 of thousands of rows is as
-		// good a line between slow and the rest.
+		// The p90 of a big window is read from the stored sample (as its
+		// total is counted): a sixteenth of the reading or less, and p90
+		// of thousands of rows is as good a line between slow and the rest.
 		rough, err := q.roughCount(ctx, where, args)
 		if err != nil {
 			return nil, Count{}, err
@@ -185,12 +185,10 @@ func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LL
 	if err := counting.Wait(); err != nil {
 		return nil, Count{}, err
 	}
-	if !f.NoTotal {
-		if total.Estimated {
-			// Never fewer than the rows already listed (a sparse filter's
-			// sample may hold none of them).
-			total.N = max(total.N, max(f.Offset, 0)+len(reqs))
-		}
+	if total.Estimated {
+		// Never fewer than the rows already listed (a sparse filter's
+		// sample may hold none of them).
+		total.N = max(total.N, max(f.Offset, 0)+len(reqs))
 	}
 	return reqs, total, nil
 }
