@@ -456,7 +456,7 @@ const estimateMin = 10_000
 
 // countWhere is the exact number of requests matching a where clause.
 func (q *Queries) countWhere(ctx context.Context, where string, args []any) (int, error) {
-	r, err := q.CH.Query(ctx, "SELECT count() AS n FROM llm_requests FINAL WHERE "+where+FinalSettings, args...)
+	r, err := q.CH.Query(ctx, countPlan{table: "llm_requests", scale: 1}.countSQL(where), args...)
 	if err != nil {
 		return 0, fmt.Errorf("count requests: %w", err)
 	}

@@ -88,12 +88,8 @@ func Series(in Input) []Bucket {
 // store's, see Input.RequestBuckets) are taken as they are; with pre set,
 // the rows are not read at all.
 func series(r Range, width time.Duration, cols *columns, scale float64, pre []Bucket, metrics []telemetry.MetricPoint, events []telemetry.Event) []Bucket {
-	reqs := cols.reqs
 	if width <= 0 || !r.To.After(r.From) {
 		return nil
-	}
-	if pre != nil {
-		reqs = nil
 	}
 	first := r.From.Truncate(width)
 	n := int((r.To.Sub(first) + width - 1) / width)
@@ -105,58 +101,13 @@ func series(r Range, width time.Duration, cols *columns, scale float64, pre []Bu
 	}
 
 	buckets := make([]Bucket, n)
-	perBucket := make([][]int, n)
 	for i := range buckets {
 		buckets[i].Start = first.Add(time.Duration(i) * width)
 	}
-	for i := range reqs {
-		if b := index(reqs[i].Start); b >= 0 {
-			perBucket[b] = append(perBucket[b], i)
-		}
-	}
 	if pre != nil {
 		fromStore(buckets, pre)
-	}
-	comps := map[string][]float64{}
-	for _, name := range Components {
-		if reqs != nil {
-			comps[name] = cols.column(name)
-		}
-	}
-	for b, idx := range perBucket {
-		if pre != nil {
-			break
-		}
-		bk := &buckets[b]
-		bk.Requests = int(math.Round(float64(len(idx)) * scale))
-		bk.RatePerSec = float64(len(idx)) * scale / width.Seconds()
-		bk.TTFT = percentiles(stats.Summarize(pick(comps[ComponentTTFT], idx)))
-		bk.ITL = percentiles(stats.Summarize(pick(comps[ComponentITL], idx)))
-		bk.P95 = map[string]float64{}
-		for _, name := range Components {
-			if q := stats.Quantile(pick(comps[name], idx), 0.95); !math.IsNaN(q) {
-				bk.P95[name] = q
-			}
-		}
-		var in, out int64
-		var cold, errs int
-		for _, i := range idx {
-			r := &reqs[i]
-			if r.InputTokens != nil {
-				in += *r.InputTokens
-			}
-			if r.OutputTokens != nil {
-				out += *r.OutputTokens
-			}
-			if r.ColdStart {
-				cold++
-			}
-			if r.Error {
-				errs++
-			}
-		}
-		bk.InputTokens, bk.OutputTokens = int64(math.Round(float64(in)*scale)), int64(math.Round(float64(out)*scale))
-		bk.ColdStarts, bk.Errors = int(math.Round(float64(cold)*scale)), int(math.Round(float64(errs)*scale))
+	} else {
+		fromRows(buckets, index, width, cols, scale)
 	}
 
 	for _, m := range metrics {
@@ -193,6 +144,54 @@ func series(r Range, width time.Duration, cols *columns, scale float64, pre []Bu
 	}
 	fillReplicas(buckets, width, sorted)
 	return buckets
+}
+
+// fromRows computes the request figures of the buckets from the rows;
+// index maps a start to its bucket (-1 outside the range).
+func fromRows(buckets []Bucket, index func(time.Time) int, width time.Duration, cols *columns, scale float64) {
+	reqs := cols.reqs
+	perBucket := make([][]int, len(buckets))
+	for i := range reqs {
+		if b := index(reqs[i].Start); b >= 0 {
+			perBucket[b] = append(perBucket[b], i)
+		}
+	}
+	comps := map[string][]float64{}
+	for _, name := range Components {
+		comps[name] = cols.column(name)
+	}
+	for b, idx := range perBucket {
+		bk := &buckets[b]
+		bk.Requests = int(math.Round(float64(len(idx)) * scale))
+		bk.RatePerSec = float64(len(idx)) * scale / width.Seconds()
+		bk.TTFT = percentiles(stats.Summarize(pick(comps[ComponentTTFT], idx)))
+		bk.ITL = percentiles(stats.Summarize(pick(comps[ComponentITL], idx)))
+		bk.P95 = map[string]float64{}
+		for _, name := range Components {
+			if q := stats.Quantile(pick(comps[name], idx), 0.95); !math.IsNaN(q) {
+				bk.P95[name] = q
+			}
+		}
+		var in, out int64
+		var cold, errs int
+		for _, i := range idx {
+			r := &reqs[i]
+			if r.InputTokens != nil {
+				in += *r.InputTokens
+			}
+			if r.OutputTokens != nil {
+				out += *r.OutputTokens
+			}
+			if r.ColdStart {
+				cold++
+			}
+			if r.Error {
+				errs++
+			}
+		}
+		bk.InputTokens, bk.OutputTokens = int64(math.Round(float64(in)*scale)), int64(math.Round(float64(out)*scale))
+		bk.ColdStarts, bk.Errors = int(math.Round(float64(cold)*scale)), int(math.Round(float64(errs)*scale))
+	}
 }
 
 // fromStore copies the request figures of the store's buckets into the
