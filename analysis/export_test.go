@@ -20,3 +20,10 @@ func (q *Queries) TopRequests(ctx context.Context, f RequestFilter) (page []tele
 func (q *Queries) Metrics(ctx context.Context, project uint32, services []string, w diagnose.Range, width time.Duration) ([]telemetry.MetricPoint, error) {
 	return q.metrics(ctx, project, services, w, width)
 }
+
+// TopBound is the bound topRequests reads a sorted page's top rows with,
+// for the page's k top rows.
+func (q *Queries) TopBound(ctx context.Context, f RequestFilter, k int) (*float64, error) {
+	where, args := f.where()
+	return q.topBound(ctx, where, args, SortColumns[f.Sort], f.Desc, k)
+}

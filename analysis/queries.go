@@ -127,10 +127,7 @@ func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LL
 	if !ok {
 		col, f.Desc = "start", true
 	}
-	dir := "ASC"
-	if f.Desc {
-		dir = "DESC"
-	}
+	dir := direction(f.Desc)
 	if f.Limit <= 0 || f.Limit > 1000 {
 		f.Limit = 100
 	}
@@ -170,7 +167,7 @@ func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LL
 	// without FINAL prove the page unless later versions moved too many of
 	// them (see topRequests).
 	case col != "start" && f.Offset >= 0 && f.Offset+f.Limit <= topPageMax &&
-		(f.From.IsZero() || f.To.IsZero() || f.To.Sub(f.From) > topMinWindow):
+		(f.From.IsZero() || f.To.IsZero() || TopListWindow(f.To.Sub(f.From))):
 		if reqs, found, err = q.topRequests(ctx, f.Project, where, args, col, f.Desc, f.Offset, f.Limit); err != nil {
 			return nil, Count{}, err
 		}
@@ -205,7 +202,11 @@ const topPageMax = 500
 // reads. Its cost is mostly fixed (a granule per candidate) where FINAL's
 // grows with the window: at 1.4M rows a day FINAL is cheaper up to about a
 // day and 2-3× dearer over a week.
-const topMinWindow = 24 * time.Hour
+const topMinWindow = 2 * time.Hour
+
+// TopListWindow reports whether a sorted page of a window this long is
+// read by topRequests rather than sorted under FINAL.
+func TopListWindow(d time.Duration) bool { return d > topMinWindow }
 
 // requestKey is an llm_requests sorting key within a project: every
 // version of a request has the same one.
@@ -234,7 +235,16 @@ func (q *Queries) topRequests(ctx context.Context, project uint32, where string,
 	// Twice the page leaves room for stale versions and tombstones; a
 	// short page still reads 100 (about as cheap).
 	k := max(2*(offset+limit), 100)
-	r, err := q.CH.Query(ctx, TopRequestsSQL(where, col, desc), TopRequestsArgs(project, args, k)...)
+	bound, err := q.topBound(ctx, where, args, col, desc, k)
+	if err != nil {
+		return nil, false, err
+	}
+	return q.topPage(ctx, project, where, args, col, desc, offset, limit, k, bound)
+}
+
+// topPage is topRequests once the bound (nil for none) is chosen.
+func (q *Queries) topPage(ctx context.Context, project uint32, where string, args []any, col string, desc bool, offset, limit, k int, bound *float64) ([]telemetry.LLMRequest, bool, error) {
+	r, err := q.CH.Query(ctx, TopRequestsSQL(where, col, desc, bound != nil), TopRequestsArgs(project, args, k, bound)...)
 	if err != nil {
 		return nil, false, fmt.Errorf("list top requests: %w", err)
 	}
@@ -276,6 +286,11 @@ func (q *Queries) topRequests(ctx context.Context, project uint32, where string,
 		}
 	}
 	if len(passing) < k {
+		if bound != nil {
+			// The sample overestimated the bound: fewer than k rows reach
+			// it. Read the window's top rows without one.
+			return q.topPage(ctx, project, where, args, col, desc, offset, limit, k, nil)
+		}
 		return nil, false, nil // a small window, cheap under FINAL
 	}
 	sort.Slice(passing, func(i, j int) bool { return before(&passing[i], &passing[j]) })
@@ -300,28 +315,95 @@ func (q *Queries) topRequests(ctx context.Context, project uint32, where string,
 	return page[offset : offset+limit], true, nil
 }
 
-// TopRequestsSQL reads, without FINAL, every stored row (all versions,
-// tombstones too) of the requests among the top k rows of a filtered
-// window by col: the rows topRequests decides a sorted page from. passes
-// is the filter applied to each row. Its arguments are TopRequestsArgs.
-func TopRequestsSQL(where, col string, desc bool) string {
-	dir := "ASC"
-	if desc {
-		dir = "DESC"
+// topBoundAhead is how many stored rows, on average, reach the bound
+// topBound guesses, per row topRequests needs. The count is about
+// Gamma(j, 256) for the j-th sampled row; with j ≥ 3 it falls short of k
+// (and topRequests reads again without a bound) less than once in 100.
+// Rows past the bound are nearly free where a projection orders the
+// column, and cost a granule each where a minmax index skips by it.
+const topBoundAhead = 3
+
+// topBound guesses a value of col that at least k stored rows of the
+// window reach in the page's order (at least it for DESC, at most for
+// ASC). With it the engine reads the top rows from the column's
+// projection as a key range, or skips by its minmax index the granules
+// holding none (migration 0010). The guess is the j-th row of the stored
+// sample's first level (1/256 of the requests, a few ms to read where the
+// window's column costs ~350 ms), j chosen so that about topBoundAhead × k
+// rows reach it. nil when that level holds fewer than j rows of the
+// window: a window that small reads cheaply without a bound.
+func (q *Queries) topBound(ctx context.Context, where string, args []any, col string, desc bool, k int) (*float64, error) {
+	r, err := q.CH.Query(ctx, TopBoundSQL(where, col, desc), append(slices.Clone(args), TopBoundOffset(k))...)
+	if err != nil {
+		return nil, fmt.Errorf("list top requests: bound: %w", err)
 	}
-	// A request's versions share its start, and a set of starts both
-	// prunes granules and filters rows cheaply.
-	return "SELECT " + clickhouse.RequestColumns + ", version, is_deleted, (" + where + ") AS passes FROM llm_requests" +
-		" WHERE project_id = ? AND start IN (SELECT start FROM llm_requests WHERE " + where +
-		" ORDER BY " + col + " " + dir + " NULLS LAST, start DESC LIMIT ?)"
+	if r.Len() == 0 {
+		return nil, nil
+	}
+	return r.Row(0).FloatPtr("bound"), nil
 }
 
-// TopRequestsArgs are the arguments of TopRequestsSQL.
-func TopRequestsArgs(project uint32, whereArgs []any, k int) []any {
+// TopBoundOffset is the offset (j-1) of topBound's row for k top rows.
+func TopBoundOffset(k int) int {
+	return max(3, (topBoundAhead*k*sampleLevel0Keep+SampleBuckets-1)/SampleBuckets) - 1
+}
+
+// TopBoundSQL reads the j-th (OFFSET j-1, its one argument after the
+// where clause's) value of col in the page's order from the stored
+// sample's first level, without FINAL: only a guess, which topRequests
+// checks. NULLs sort last and never bound.
+func TopBoundSQL(where, col string, desc bool) string {
+	return "SELECT toFloat64(" + col + ") AS bound FROM llm_requests_sample WHERE " + where + " AND sample_level = 0 AND " + col +
+		" IS NOT NULL ORDER BY " + col + " " + direction(desc) + " LIMIT 1 OFFSET ?"
+}
+
+// TopRequestsSQL reads, without FINAL, every stored row (all versions,
+// tombstones too) of the requests among the top k rows of a filtered
+// window by col (TopKeysSQL): the rows topRequests decides a sorted page
+// from. passes is the filter applied to each row. Its arguments are
+// TopRequestsArgs.
+func TopRequestsSQL(where, col string, desc, bounded bool) string {
+	// A request's versions share its sorting key, and a set of its
+	// prefixes prunes to a granule or two a request.
+	return "SELECT " + clickhouse.RequestColumns + ", version, is_deleted, (" + where + ") AS passes FROM llm_requests" +
+		" WHERE project_id = ? AND (service, start) IN (" + TopKeysSQL(where, col, desc, bounded) + ")"
+}
+
+// TopKeysSQL reads the service and start (what the TTFT and E2E
+// projections hold of the sorting key) of the top k (its last argument)
+// rows of a filtered window by col. bounded restricts them to rows
+// reaching a bound (topBound, the argument before k), which lets the
+// engine read the column's projection as a key range or skip granules by
+// its minmax index; the top k are the same as long as k rows reach it.
+func TopKeysSQL(where, col string, desc, bounded bool) string {
+	if bounded {
+		cmp := " <= ?"
+		if desc {
+			cmp = " >= ?"
+		}
+		where += " AND " + col + cmp
+	}
+	return "SELECT service, start FROM llm_requests WHERE " + where +
+		" ORDER BY " + col + " " + direction(desc) + " NULLS LAST, start DESC LIMIT ?"
+}
+
+// TopRequestsArgs are the arguments of TopRequestsSQL; bound is nil when
+// it is not bounded.
+func TopRequestsArgs(project uint32, whereArgs []any, k int, bound *float64) []any {
 	out := append([]any{}, whereArgs...)
 	out = append(out, project)
 	out = append(out, whereArgs...)
+	if bound != nil {
+		out = append(out, *bound)
+	}
 	return append(out, k)
+}
+
+func direction(desc bool) string {
+	if desc {
+		return "DESC"
+	}
+	return "ASC"
 }
 
 // requestValue is a request's value of a SortColumns column other than

@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -250,4 +251,118 @@ func firstDiff(got, want []telemetry.LLMRequest) string {
 		}
 	}
 	return ""
+}
+
+// A sorted page over a long window reads its top rows with a bound from the
+// stored sample: the TTFT and E2E tops come from their projections as a
+// key range, and a bound the sample got wrong (no stored row reaches it)
+// costs a second read, not a wrong or short page.
+func TestRequestsTopBound(t *testing.T) {
+	srv := apptest.Start(t, apptest.Options{})
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Second)
+	from, to := now.Add(-72*time.Hour), now.Add(time.Minute)
+	rnd := rand.New(rand.NewSource(2))
+	// ~400 rows in the sample's first level, and parts of a few granules
+	// (the projection can read fewer of them).
+	const n = 100_000
+	rows := make([]telemetry.LLMRequest, n)
+	for i := range rows {
+		rows[i] = telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("%032x", i+1), SpanID: fmt.Sprintf("%016x", i+1),
+			Service: "chat", Model: "small", Start: now.Add(-60*time.Hour + time.Duration(i)*2*time.Second),
+			TTFT: telemetry.Ptr(100 * (1 + rnd.ExpFloat64())), E2E: telemetry.Ptr(1000 * (1 + rnd.ExpFloat64())),
+			Queue: telemetry.Ptr(10 * rnd.ExpFloat64())}
+	}
+	if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(rows, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	q := &analysis.Queries{CH: srv.CH}
+	final := func(f analysis.RequestFilter) []telemetry.LLMRequest {
+		t.Helper()
+		dir := "ASC"
+		if f.Desc {
+			dir = "DESC"
+		}
+		r, err := srv.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE project_id = 1 AND start >= ? AND start < ?"+
+			" ORDER BY "+analysis.SortColumns[f.Sort]+" "+dir+" NULLS LAST, start DESC LIMIT ? OFFSET ?"+analysis.FinalSettings, from, to, f.Limit, f.Offset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return clickhouse.ScanRequests(r)
+	}
+	check := func(name string, f analysis.RequestFilter) {
+		t.Helper()
+		got, found, err := q.TopRequests(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !found {
+			t.Fatalf("%s: the fast path proved no page", name)
+		}
+		if diff := firstDiff(got, final(f)); diff != "" {
+			t.Errorf("%s: differs from FINAL: %s", name, diff)
+		}
+	}
+	pages := []analysis.RequestFilter{
+		{Sort: "ttft", Desc: true, Limit: 50}, {Sort: "ttft", Limit: 50, Offset: 20},
+		{Sort: "e2e", Desc: true, Limit: 100, Offset: 100}, {Sort: "queue", Desc: true, Limit: 50},
+	}
+	for _, f := range pages {
+		f.Project, f.From, f.To = 1, from, to
+		name := fmt.Sprintf("%s desc=%v offset %d", f.Sort, f.Desc, f.Offset)
+		k := max(2*(f.Offset+f.Limit), 100)
+		bound, err := q.TopBound(ctx, f, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bound == nil {
+			t.Fatalf("%s: no bound from a sample of ~%d rows", name, n/256)
+		}
+		// The bound is a guess, but one that leaves the top rows in reach.
+		reach := 0
+		for i := range rows {
+			v := *rows[i].TTFT
+			switch f.Sort {
+			case "e2e":
+				v = *rows[i].E2E
+			case "queue":
+				v = *rows[i].Queue
+			}
+			if (f.Desc && v >= *bound) || (!f.Desc && v <= *bound) {
+				reach++
+			}
+		}
+		if reach < k {
+			t.Errorf("%s: %d rows reach the bound %v, want ≥ %d", name, reach, *bound, k)
+		}
+		check(name, f)
+	}
+
+	// The bounded top read of TTFT reads its projection, a key range.
+	where := "project_id = ? AND start >= ? AND start < ?"
+	plan, err := srv.CH.Query(ctx, "EXPLAIN indexes = 1 "+analysis.TopKeysSQL(where, "ttft_ms", true, true), 1, from, to, 150.0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var explain []string
+	for i := range plan.Len() {
+		explain = append(explain, fmt.Sprint(plan.Rows[i]...))
+	}
+	if text := strings.Join(explain, "\n"); !strings.Contains(text, "p_ttft_ms") {
+		t.Errorf("the bounded top read does not read the TTFT projection:\n%s", text)
+	}
+
+	// A sample that misleads: rows only the sample holds (as a stale
+	// version might) set a bound no stored request reaches.
+	for i := range 5 {
+		if err := srv.CH.Exec(ctx, "INSERT INTO llm_requests_sample (project_id, sample_level, trace_id, span_id, service, start, ttft_ms, version) VALUES (1, 0, ?, 'x', 'chat', ?, 1e9, 1)",
+			fmt.Sprintf("ghost%d", i), now.Add(-time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := analysis.RequestFilter{Project: 1, From: from, To: to, Sort: "ttft", Desc: true, Limit: 50}
+	if bound, err := q.TopBound(ctx, f, 100); err != nil || bound == nil || *bound != 1e9 {
+		t.Fatalf("bound %v (%v), want the ghosts' 1e9", bound, err)
+	}
+	check("ttft desc past a bound nothing reaches", f)
 }

@@ -380,6 +380,20 @@ func seriesStatement(ctx context.Context, ch *clickhouse.Store, project uint32, 
 	return []statement{{sql, args}}
 }
 
+// topStatements are the slowest-50 list's reads over a long window
+// (analysis.Queries.topRequests): the bound from the stored sample, then
+// every version of the requests among the top 100 rows that reach it.
+func topStatements(ctx context.Context, ch *clickhouse.Store, project uint32, window diagnose.Range) []statement {
+	where, args := requestWhere(project, window)
+	const k = 100
+	boundSt := statement{analysis.TopBoundSQL(where, "ttft_ms", true), append(slices.Clone(args), analysis.TopBoundOffset(k))}
+	var bound *float64
+	if r, err := ch.Query(ctx, boundSt.sql, boundSt.args...); err == nil && r.Len() > 0 {
+		bound = r.Row(0).FloatPtr("bound")
+	}
+	return []statement{{analysis.TopRequestsSQL(where, "ttft_ms", true, bound != nil), analysis.TopRequestsArgs(project, args, k, bound)}, boundSt}
+}
+
 // loadStatement is the read analysis.Queries.load plans for the window.
 // (a diagnosis's baseline reads half the rows: limit).
 func loadStatement(project uint32, r diagnose.Range, rough roughCounter, limit int) statement {
@@ -406,7 +420,7 @@ func serverNames() []string {
 }
 
 // statements returns the op's statements; the first is its main one.
-func statements(op string, project uint32, window, before diagnose.Range, rough roughCounter, maxRows int, series []statement) []statement {
+func statements(op string, project uint32, window, before diagnose.Range, rough roughCounter, maxRows int, series, top []statement) []statement {
 	baseline := diagnose.DefaultBaseline(window)
 	span := diagnose.Range{From: baseline.From, To: window.To}
 	switch op {
@@ -428,11 +442,11 @@ func statements(op string, project uint32, window, before diagnose.Range, rough 
 	case "list":
 		where, args := requestWhere(project, window)
 		count := statement{analysis.CountSQL(where, rough(window)), args}
-		if window.To.Sub(window.From) > 24*time.Hour {
-			// Slowest 50 over more than a day: every version of the
+		if top != nil {
+			// Slowest 50 over a long window: every version of the
 			// requests among the top 100 rows (Queries.Requests falls back
 			// to FINAL only when they leave the page unproven).
-			return []statement{{analysis.TopRequestsSQL(where, "ttft_ms", true), analysis.TopRequestsArgs(project, args, 100)}, count}
+			return append(top, count)
 		}
 		return []statement{
 			{"SELECT " + clickhouse.RequestColumns + " FROM llm_requests FINAL WHERE " + where +
@@ -513,7 +527,11 @@ const (
 func measureOp(ctx context.Context, q *analysis.Queries, ch *clickhouse.Store, d *dataset, t *opTiming, w time.Duration, reps int) {
 	window, before := d.ranges(w)
 	maxRows := cmp.Or(q.MaxRows, analysis.DefaultMaxRows)
-	sts := statements(t.Op, d.project, window, before, newRoughCounter(ctx, ch, d.project), maxRows, seriesStatement(ctx, ch, d.project, window, maxRows))
+	var top []statement
+	if t.Op == "list" && analysis.TopListWindow(window.Duration()) {
+		top = topStatements(ctx, ch, d.project, window)
+	}
+	sts := statements(t.Op, d.project, window, before, newRoughCounter(ctx, ch, d.project), maxRows, seriesStatement(ctx, ch, d.project, window, maxRows), top)
 	began := time.Now()
 	for i := 0; i < reps && (i == 0 || time.Since(began) < opBudget && median(t.API) < slowPage); i++ {
 		t0 := time.Now()

@@ -20,6 +20,7 @@ func sqlCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench sql", flag.ContinueOnError)
 	keep := fs.String("keep", "", "work dir of a `bench query --keep` run")
 	reps := fs.Int("reps", 3, "runs per statement; the median is printed")
+	show := fs.Int("show", 5, "result rows printed per statement (EXPLAIN output is rows too)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -44,7 +45,7 @@ func sqlCmd(ctx context.Context, args []string) error {
 			took = append(took, time.Since(t0))
 		}
 		fmt.Fprintf(os.Stdout, "%s\n  %d rows, median %s of %d\n", stmt, r.Len(), median(took).Round(time.Millisecond), len(took))
-		for i := 0; i < min(r.Len(), 5); i++ {
+		for i := 0; i < min(r.Len(), *show); i++ {
 			fmt.Fprintf(os.Stdout, "  %v\n", r.Rows[i])
 		}
 	}

@@ -46,9 +46,10 @@ type Store struct {
 }
 
 // MinServerVersion is the oldest ClickHouse server the schema works on:
+// llm_requests' projections need deduplicate_merge_projection_mode (24.8),
 // ReplacingMergeTree's is_deleted column arrived in 23.2, and Map with
 // LowCardinality keys, bloom_filter indexes and DateTime64 come before it.
-const MinServerVersion = "23.8"
+const MinServerVersion = "24.8"
 
 // Open connects to (or starts) the configured engine. It does not migrate.
 func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {

@@ -260,9 +260,10 @@ func TestClusterDDLParses(t *testing.T) {
 			}
 		}
 	}
-	// Every replicated table has its Distributed table in front.
+	// Every replicated table has its Distributed table in front, and a
+	// migration that alters tables alters them on every node.
 	for _, m := range migs {
-		local, dist := 0, 0
+		local, dist, alters := 0, 0, 0
 		for _, st := range m.Statements {
 			if strings.HasPrefix(st, "CREATE TABLE IF NOT EXISTS") && strings.Contains(st, "_local ON CLUSTER") {
 				local++
@@ -270,9 +271,15 @@ func TestClusterDDLParses(t *testing.T) {
 			if strings.Contains(st, "ENGINE = Distributed(") {
 				dist++
 			}
+			if strings.HasPrefix(st, "ALTER TABLE") {
+				alters++
+				if !strings.Contains(strings.SplitN(st, "\n", 2)[0], " ON CLUSTER ") {
+					t.Errorf("%s: alters a table on one node only:\n%s", m.Version, st)
+				}
+			}
 		}
-		if local == 0 || local != dist {
-			t.Errorf("%s: %d local tables, %d Distributed tables", m.Version, local, dist)
+		if local+alters == 0 || local != dist {
+			t.Errorf("%s: %d local tables, %d Distributed tables, %d alterations", m.Version, local, dist, alters)
 		}
 	}
 	if n < 2*len(migs) {
@@ -312,7 +319,7 @@ func TestVersionAtLeast(t *testing.T) {
 	for _, c := range []struct {
 		have, want string
 		ok         bool
-	}{{"18.16.1", "23.8", false}, {"23.8.1", "23.8", true}, {"24.3", "23.8", true}, {"23.7.9", "23.8", false}, {"26.5.3.1", "23.8", true}} {
+	}{{"18.16.1", "24.8", false}, {"24.8.1", "24.8", true}, {"25.3", "24.8", true}, {"24.7.9", "24.8", false}, {"26.5.3.1", "24.8", true}, {"24.10", "24.8", true}} {
 		if got := versionAtLeast(c.have, c.want); got != c.ok {
 			t.Errorf("versionAtLeast(%s, %s) = %v", c.have, c.want, got)
 		}
