@@ -35,16 +35,19 @@ func sqlCmd(ctx context.Context, args []string) error {
 	}
 	defer ch.Close()
 	for _, stmt := range fs.Args() {
-		var took []time.Duration
+		var took, cpu []time.Duration
 		var r *clickhouse.Result
 		for range max(*reps, 1) {
-			t0 := time.Now()
+			t0, c0 := time.Now(), processCPU()
 			if r, err = ch.Query(ctx, stmt); err != nil {
 				return fmt.Errorf("%s: %w", stmt, err)
 			}
-			took = append(took, time.Since(t0))
+			took, cpu = append(took, time.Since(t0)), append(cpu, processCPU()-c0)
 		}
-		fmt.Fprintf(os.Stdout, "%s\n  %d rows, median %s of %d\n", stmt, r.Len(), median(took).Round(time.Millisecond), len(took))
+		// CPU time (the engine runs in this process) moves far less than
+		// wall time when other jobs share the machine.
+		fmt.Fprintf(os.Stdout, "%s\n  %d rows, median %s of %d, CPU %s\n", stmt, r.Len(), median(took).Round(time.Millisecond), len(took),
+			median(cpu).Round(time.Millisecond))
 		for i := 0; i < min(r.Len(), *show); i++ {
 			fmt.Fprintf(os.Stdout, "  %v\n", r.Rows[i])
 		}
