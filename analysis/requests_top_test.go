@@ -190,8 +190,8 @@ func TestRequestsSortedPagesMatchFinal(t *testing.T) {
 		for _, desc := range []bool{true, false} {
 			path := "top"
 			switch {
-			case name == "decode" && desc, name == "e2e" && desc, name == "pre_inference":
-				path = "final" // the request of two rows, the E2E top moved down, the NULLs
+			case name == "decode" && desc, name == "e2e" && desc:
+				path = "final" // the request of two rows, the E2E top moved down
 			}
 			cases = append(cases, sortedPage{sort: name, desc: desc, limit: 20, offset: 3, path: path})
 		}

@@ -381,17 +381,25 @@ func seriesStatement(ctx context.Context, ch *clickhouse.Store, project uint32, 
 }
 
 // topStatements are the slowest-50 list's reads over a long window
-// (analysis.Queries.topRequests): the bound from the stored sample, then
-// every version of the requests among the top 100 rows that reach it.
+// (analysis.Queries.topRequests, first try): every version of the requests
+// among the top 60 rows, the keys of those rows, the bound from the stored
+// sample.
 func topStatements(ctx context.Context, ch *clickhouse.Store, project uint32, window diagnose.Range) []statement {
 	where, args := requestWhere(project, window)
-	const k = 100
+	k := analysis.TopFirstK(50)
 	boundSt := statement{analysis.TopBoundSQL(where, "ttft_ms", true), append(slices.Clone(args), analysis.TopBoundOffset(k))}
 	var bound *float64
 	if r, err := ch.Query(ctx, boundSt.sql, boundSt.args...); err == nil && r.Len() > 0 {
 		bound = r.Row(0).FloatPtr("bound")
 	}
-	return []statement{{analysis.TopRequestsSQL(where, "ttft_ms", true, bound != nil), analysis.TopRequestsArgs(project, args, k, bound)}, boundSt}
+	keysSt := statement{analysis.TopKeysSQL(where, "ttft_ms", true, bound != nil), analysis.TopKeysArgs(args, k, bound)}
+	var keys []analysis.TopKey
+	if r, err := ch.Query(ctx, keysSt.sql, keysSt.args...); err == nil {
+		for i := range r.Len() {
+			keys = append(keys, analysis.TopKey{Service: r.Row(i).String("service"), Start: r.Row(i).Time("start")})
+		}
+	}
+	return []statement{{analysis.TopRequestsSQL(where, len(keys)), analysis.TopRequestsArgs(project, args, keys)}, keysSt, boundSt}
 }
 
 // loadStatement is the read analysis.Queries.load plans for the window.
@@ -444,8 +452,8 @@ func statements(op string, project uint32, window, before diagnose.Range, rough 
 		count := statement{analysis.CountSQL(where, rough(window)), args}
 		if top != nil {
 			// Slowest 50 over a long window: every version of the
-			// requests among the top 100 rows (Queries.Requests falls back
-			// to FINAL only when they leave the page unproven).
+			// requests among the top 60 rows (Queries.Requests reads more,
+			// then FINAL, only when they leave the page unproven).
 			return append(top, count)
 		}
 		return []statement{
@@ -550,17 +558,18 @@ func measureOp(ctx context.Context, q *analysis.Queries, ch *clickhouse.Store, d
 		t.MainRows = r.Len()
 		all := time.Duration(0)
 		for j, s := range sts {
-			t0 = time.Now()
+			t0, c0 := time.Now(), processCPU()
 			if _, err := ch.Query(ctx, s.sql+" FORMAT Null", s.args...); err != nil {
 				t.Err = err.Error()
 				return
 			}
-			took := time.Since(t0)
+			took, cpu := time.Since(t0), processCPU()-c0
 			if j == 0 {
 				t.Engine = append(t.Engine, took)
 			}
 			if statementLog != nil {
-				fmt.Fprintf(statementLog, "query: %s %s statement %d: %v  %.110s\n", t.Op, w, j, took.Round(time.Millisecond), strings.Join(strings.Fields(s.sql), " "))
+				fmt.Fprintf(statementLog, "query: %s %s statement %d: %v (CPU %v)  %.110s\n", t.Op, w, j, took.Round(time.Millisecond),
+					cpu.Round(time.Millisecond), strings.Join(strings.Fields(s.sql), " "))
 			}
 			all += took
 		}
