@@ -90,4 +90,6 @@ func (q *Queries) requestBuckets(ctx context.Context, where string, args []any, 
 
 // headlineComponent reports whether a bucket keeps a component's p50 and
 // p99 besides its p95.
-func headlineComponent(c string) bool { return c == diagnose.ComponentTTFT || c == diagnose.ComponentITL }
+func headlineComponent(c string) bool {
+	return c == diagnose.ComponentTTFT || c == diagnose.ComponentITL
+}
