@@ -599,10 +599,11 @@ func (q *Queries) roughCount(ctx context.Context, where string, args []any) (int
 }
 
 // exactCountMax is the most stored rows a list counts exactly. Counting
-// under FINAL costs ~60 ms per million rows of a week on two cores (it
-// merges every version); beyond, the stored sample's count scaled up is
-// within about half a percent (≥ 60k sampled rows).
-const exactCountMax = 1_000_000
+// under FINAL costs ~220 ms of CPU per million rows of a week (it merges
+// every version; 1M rows over 7 days), more than the rest of the page;
+// beyond, the stored sample's count scaled up is within about one percent
+// (≥ 15k sampled rows) for a tenth of the cost.
+const exactCountMax = 250_000
 
 // countPlan says where a count over rough stored rows reads, and how much
 // each row it counts stands for.
@@ -612,13 +613,13 @@ type countPlan struct {
 }
 
 // planCount reads the stored sample above exactMax rows, and its first
-// level (1/256) above 4× that: still ≥ 15k rows at the default (within
+// level (1/256) above 16× that: still ≥ 15k rows at the default (within
 // ~1 %), and a sixteenth of the sample's reading (7 days at 10M: 64 → 27 ms).
 func planCount(rough, exactMax int) countPlan {
 	switch {
 	case rough <= exactMax:
 		return countPlan{table: "llm_requests", scale: 1}
-	case rough <= exactMax*4:
+	case rough <= exactMax*16:
 		return countPlan{table: "llm_requests_sample", scale: SampleBuckets / sampleTableKeep}
 	}
 	return countPlan{table: "llm_requests_sample", where: " AND sample_level = 0", scale: SampleBuckets / sampleLevel0Keep}
