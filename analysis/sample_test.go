@@ -204,6 +204,43 @@ func TestSampledWindowSizeEstimated(t *testing.T) {
 	}
 }
 
+// A window asking for more rows than the stored sample keeps reads the
+// whole stored sample once it holds enough of them (a sixteenth of the
+// reading), and sizes the window from it.
+func TestMidSizeWindowReadsStoredSample(t *testing.T) {
+	for _, c := range []struct {
+		rough, limit int
+		table        string
+	}{
+		{143_000, 20_000, "llm_requests_sample"}, // 24 h at 1M: ~8.9k stored
+		{143_000, 10_000, "llm_requests_sample"}, // its baseline
+		{100_000, 20_000, "llm_requests"},        // 6.25k stored: too few to size it
+		{30_000, 20_000, "llm_requests"},         // 1.9k stored: under 40 % of the rows asked for
+	} {
+		plan := analysis.PlanSample(c.rough, c.limit)
+		if plan.Table != c.table || plan.Level0 || (c.table == "llm_requests_sample") != (plan.Keep == 256) {
+			t.Errorf("plan for %d of %d rows: %+v, want %s", c.limit, c.rough, plan, c.table)
+		}
+	}
+	srv := apptest.Start(t, apptest.Options{})
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Second)
+	const n = 160_000 // ~10k in the stored sample
+	insertEvenly(t, srv, now, n, 20*time.Millisecond, 900)
+	window := diagnose.Range{From: now.Add(-time.Hour), To: now.Add(time.Second)}
+	stored := count(t, srv.CH, "SELECT count() AS n FROM llm_requests_sample FINAL WHERE project_id = 1")
+	cmp, err := (&analysis.Queries{CH: srv.CH}).Compare(ctx, 1, diagnose.Range{From: window.From.Add(-time.Hour), To: window.From}, window, "chat", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmp.AfterRequests != stored*16 || !cmp.RequestsEstimated {
+		t.Errorf("window of %d requests (estimated %v), want the stored sample's %d × 16", cmp.AfterRequests, cmp.RequestsEstimated, stored)
+	}
+	if off := math.Abs(float64(cmp.AfterRequests-n)) / n; off > 0.05 {
+		t.Errorf("window of %d requests is %.1f %% off the true %d", cmp.AfterRequests, off*100, n)
+	}
+}
+
 // insertEvenly stores n requests of service chat, one every step back from
 // now, their TTFT cycling through 0 … cycle-1 ms.
 func insertEvenly(t *testing.T, srv *apptest.Server, now time.Time, n int, step time.Duration, cycle int) {
