@@ -194,14 +194,15 @@ func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LL
 const newestProbe = time.Hour
 
 // topPageMax bounds offset+limit of a sorted page read by topRequests: it
-// reads every version of about 2×(offset+limit) requests, one granule
-// each, so past a few hundred it reads as much as sorting under FINAL.
+// reads every version of 1.2–2×(offset+limit) requests, a granule of every
+// column each, so past a few hundred it reads as much as sorting under
+// FINAL.
 const topPageMax = 500
 
 // topMinWindow is the shortest window whose sorted pages topRequests
-// reads. Its cost is mostly fixed (a granule per candidate) where FINAL's
-// grows with the window: at 1.4M rows a day FINAL is cheaper up to about a
-// day and 2-3× dearer over a week.
+// reads. Its cost is mostly fixed (a granule per top row, ~150 ms at 10M
+// rows) where FINAL's grows with the window (an hour at 10M: ~40 ms; a
+// day: ~2× topRequests).
 const topMinWindow = 2 * time.Hour
 
 // TopListWindow reports whether a sorted page of a window this long is
@@ -224,8 +225,8 @@ type requestKey struct {
 // rows. Let c be the K-th stored row passing the filter in the page's
 // order (col dir NULLS LAST, start DESC), read without FINAL. Every
 // request whose final row ranks strictly above c has that row among the
-// first K, so its start is among theirs; and all its versions share that
-// start. Reading every row with one of those starts therefore shows each
+// first K, so its (service, start) is among theirs; and all its versions
+// share those. Reading every row with one of those keys therefore shows each
 // such request's final row, and the final rows strictly above c that pass
 // the filter are exactly the requests FINAL ranks above c, in its order.
 // If they number offset+limit or more they hold the page. Otherwise
