@@ -106,30 +106,38 @@ func (a *Assembler) Step(ctx context.Context) (int, error) {
 			upper = boundary.Add(-time.Nanosecond)
 		}
 	}
-	projects := map[uint32]bool{}
+	// The pass's traces, per project: the reads below select them by these
+	// ids, so the new traces are found in spans once a pass.
+	traces := map[uint32][]string{}
 	n := 0
 	for i := 0; i < r.Len(); i++ {
 		w := r.Row(i)
 		if w.Time("ins").After(upper) {
 			continue
 		}
-		projects[uint32(w.Int("project_id"))] = true
+		project := uint32(w.Int("project_id"))
+		traces[project] = append(traces[project], w.String("trace_id"))
 		n++
 	}
-	for project := range projects {
-		if err := a.assemble(ctx, project, wm, upper); err != nil {
-			return 0, err
+	for project, ids := range traces {
+		// One large insert can bring any number of traces at once: its ids
+		// are taken in chunks, so no statement outgrows the store's
+		// max_query_size.
+		for len(ids) > 0 {
+			chunk := ids[:min(len(ids), tracesPerStatement)]
+			ids = ids[len(chunk):]
+			if err := a.assemble(ctx, project, chunk); err != nil {
+				return 0, err
+			}
 		}
 	}
 	return n, a.setWatermark(ctx, upper)
 }
 
-// newTraces selects the traces of a project that received spans in
-// (after, upto]: the same set Step counted. As a subquery it keeps one
-// pass to one read of each table, where lists of 2000 literal ids cost a
-// full read of spans.trace_id each (the bloom filter index cannot skip
-// anything for 2000 values) and the pass fell minutes behind under load.
-const newTraces = "(SELECT trace_id FROM spans WHERE project_id = ? AND inserted_at > ? AND inserted_at <= ?)"
+// tracesPerStatement bounds the trace ids one statement of a pass lists:
+// ~35 bytes each, 20k make ~700 KB of SQL (clickhouse.MaxQuerySize allows
+// 4 MiB).
+const tracesPerStatement = 20_000
 
 // assemblySpanColumns is what assembly needs of a span: the typed columns
 // and the few attributes it reads (assemble.AttributeKeys), not the whole
@@ -178,21 +186,21 @@ func scanAssemblySpans(r *clickhouse.Result) []telemetry.Span {
 	return out
 }
 
-// assemble rebuilds the rows of the traces of one project that received
-// spans in (after, upto].
-func (a *Assembler) assemble(ctx context.Context, project uint32, after, upto time.Time) error {
+// assemble rebuilds the rows of the given traces of one project (those
+// that received spans since the watermark; distinct ids).
+func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []string) error {
 	// Both reads below select by trace_id, which neither table's key or
 	// partition can prune: bounded by the new traces' starts they read the
 	// days those traces span instead of the whole retention.
-	within, args, err := a.traceWindow(ctx, project, after, upto)
+	within, args, err := a.traceWindow(ctx, project, traceIDs)
 	if err != nil {
 		return err
 	}
 	// No FINAL: a span stored twice (a retried export) is the same span,
 	// and assemble.Traces keeps one copy of each (trace_id, span_id).
 	// PREWHERE reads trace_id first and the other columns only where it matches.
-	r, err := a.CH.Query(ctx, "SELECT "+assemblySpanColumns+" FROM spans PREWHERE project_id = ?"+within+" AND trace_id IN "+newTraces+assemblyReadSettings,
-		append(append([]any{project}, args...), project, after, upto)...)
+	r, err := a.CH.Query(ctx, "SELECT "+assemblySpanColumns+" FROM spans PREWHERE project_id = ?"+within+" AND trace_id IN ?"+assemblyReadSettings,
+		append(append([]any{project}, args...), traceIDs)...)
 	if err != nil {
 		return fmt.Errorf("load spans: %w", err)
 	}
@@ -246,8 +254,8 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, after, upto ti
 	// of each key, unless deleted): FINAL merges the key columns of the
 	// whole table before the trace filter applies.
 	// A request starts when its LLM span does, so within its trace's bounds.
-	er, err := a.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+", toInt64(version) AS row_version, is_deleted FROM llm_requests PREWHERE project_id = ?"+within+" AND trace_id IN "+newTraces+assemblyReadSettings,
-		append(append([]any{project}, args...), project, after, upto)...)
+	er, err := a.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+", toInt64(version) AS row_version, is_deleted FROM llm_requests PREWHERE project_id = ?"+within+" AND trace_id IN ?"+assemblyReadSettings,
+		append(append([]any{project}, args...), traceIDs)...)
 	if err != nil {
 		return fmt.Errorf("load existing requests: %w", err)
 	}
@@ -264,31 +272,32 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, after, upto ti
 	return a.CH.Insert(ctx, clickhouse.RequestsBatch(reqs, gone, uint64(a.Now().UnixNano())))
 }
 
-// traceBoundsQuery reads the span start range of the traces of a project
-// that received spans in (after, upto] from trace_bounds (ordered by trace
-// id in small granules: at most one granule per trace is read), and counts
-// those traces in spans to tell whether every one of them has bounds.
-const traceBoundsQuery = `SELECT (SELECT uniqExact(trace_id) FROM spans WHERE project_id = ? AND inserted_at > ? AND inserted_at <= ?) AS traces,
-	uniqExact(trace_id) AS bounded,
+// traceBoundsQuery reads the span start range of a project's traces from
+// trace_bounds (ordered by trace id in small granules: at most one granule
+// per trace is read) and counts the traces that have bounds.
+const traceBoundsQuery = `SELECT uniqExact(trace_id) AS bounded,
 	CAST(min(first_start) AS DateTime64(9, 'UTC')) AS lo, CAST(max(last_start) AS DateTime64(9, 'UTC')) AS hi
-	FROM trace_bounds WHERE project_id = ? AND trace_id IN ` + newTraces
+	FROM trace_bounds WHERE project_id = ? AND trace_id IN ?`
 
 // traceWindow returns the condition (and its arguments) that bounds a read
-// of spans or llm_requests to the starts of the traces that received spans
-// in (after, upto]: every span of those traces, whatever its age, since the
-// bounds come from all their stored spans, not from the new ones. One
-// long-lived trace widens the pass's read to the days it spans. When a
-// trace has no bounds (spans stored while the view was missing), it
-// returns no condition: an unbounded pass is slow, a missed span is wrong.
-func (a *Assembler) traceWindow(ctx context.Context, project uint32, after, upto time.Time) (string, []any, error) {
-	r, err := a.CH.Query(ctx, traceBoundsQuery+assemblyReadSettings, project, after, upto, project, project, after, upto)
+// of spans or llm_requests to the starts of the given traces (distinct
+// ids): every span of those traces, whatever its age, since the bounds
+// come from all their stored spans, not from the new ones. One long-lived
+// trace widens the pass's read to the days it spans. When a trace has no
+// bounds (spans stored while the view was missing), it returns no
+// condition: an unbounded pass is slow, a missed span is wrong.
+func (a *Assembler) traceWindow(ctx context.Context, project uint32, traceIDs []string) (string, []any, error) {
+	if len(traceIDs) == 0 {
+		return "", nil, nil
+	}
+	r, err := a.CH.Query(ctx, traceBoundsQuery+assemblyReadSettings, project, traceIDs)
 	if err != nil {
 		return "", nil, fmt.Errorf("load trace bounds: %w", err)
 	}
 	w := r.Row(0)
-	traces, bounded := w.Int("traces"), w.Int("bounded")
-	if traces == 0 || bounded < traces {
-		if traces > 0 && a.Log != nil {
+	traces, bounded := len(traceIDs), int(w.Int("bounded"))
+	if bounded < traces {
+		if a.Log != nil {
 			a.Log.Warn("traces without bounds; reading spans unbounded", "project", project, "traces", traces, "bounded", bounded)
 		}
 		return "", nil, nil

@@ -128,11 +128,7 @@ func TestAssemblerReadsWholeTraceAcrossDays(t *testing.T) {
 	}
 
 	a.mustInsert(t, agentSpan("long", "c2", "root", late, true))
-	wm, err := a.watermark(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	within, args, err := a.traceWindow(ctx, 1, wm, time.Now())
+	within, args, err := a.traceWindow(ctx, 1, []string{"long"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +168,7 @@ func TestAssemblerWithoutBoundsReadsUnbounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.mustInsert(t, agentSpan("bounded", "root", "", now.Add(-time.Minute), false), agentSpan("bounded", "c1", "root", now.Add(-time.Minute+time.Second), true))
-	within, _, err := a.traceWindow(ctx, 1, time.Unix(0, 0), time.Now())
+	within, _, err := a.traceWindow(ctx, 1, []string{"unbounded", "bounded"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,11 +219,58 @@ func TestTraceBoundsBackfill(t *testing.T) {
 			t.Errorf("bounds %s [%s, %s], want t%d [%s, %s]", w.String("trace_id"), w.Time("lo"), w.Time("hi"), i, first, first.Add(time.Duration(i+1)*time.Hour))
 		}
 	}
-	within, _, err := a.traceWindow(ctx, 1, time.Unix(0, 0), time.Now())
+	within, _, err := a.traceWindow(ctx, 1, []string{"t0", "t1", "t2"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if within == "" {
 		t.Error("the back-filled traces are read unbounded")
+	}
+}
+
+// One insert bringing more traces than a statement may list (a replayed
+// write-ahead log segment: every span shares one inserted_at, so the pass
+// cannot stop inside it) is assembled in chunks of trace ids, each
+// statement longer than ClickHouse's default max_query_size, and every
+// trace exactly once; spans of another project in the same pass too.
+func TestAssemblerLargeInsertInChunks(t *testing.T) {
+	a := openAssembler(t)
+	a.MaxTraces = 1000
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	n := tracesPerStatement + tracesPerStatement/2
+	spans := make([]telemetry.Span, 0, 2*n+2)
+	for i := range n {
+		trace := fmt.Sprintf("%032x", i)
+		start := now.Add(-time.Duration(i) * time.Millisecond)
+		spans = append(spans, agentSpan(trace, "root", "", start, false), agentSpan(trace, "c1", "root", start.Add(time.Millisecond), true))
+	}
+	other := agentSpan("other-project", "c1", "", now, true)
+	other.ProjectID = 2
+	spans = append(spans, other)
+	a.mustInsert(t, spans...)
+	got, err := a.Step(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != n+1 {
+		t.Errorf("the pass took %d traces, want %d (one insert is taken whole)", got, n+1)
+	}
+	r, err := a.CH.Query(ctx, `SELECT project_id, count() AS rows, uniqExact(trace_id) AS traces, countIf(route = 'agent.run') AS routed
+		FROM llm_requests GROUP BY project_id ORDER BY project_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Len() != 2 {
+		t.Fatalf("requests of %d projects, want 2", r.Len())
+	}
+	if w := r.Row(0); w.Int("rows") != int64(n) || w.Int("traces") != int64(n) || w.Int("routed") != int64(n) {
+		t.Errorf("project 1: %d rows of %d traces (%d with their root's route), want %d of each", w.Int("rows"), w.Int("traces"), w.Int("routed"), n)
+	}
+	if w := r.Row(1); w.Int("rows") != 1 {
+		t.Errorf("project 2: %d rows, want 1", w.Int("rows"))
+	}
+	if more, err := a.Step(ctx); err != nil || more != 0 {
+		t.Errorf("a second pass took %d traces (err %v), want none", more, err)
 	}
 }

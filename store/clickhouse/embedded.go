@@ -67,6 +67,7 @@ func openEmbedded(cfg Config) (*embedded, error) {
 	for _, set := range []string{
 		"SET session_timezone = 'UTC'",
 		"SET max_execution_time = " + strconv.Itoa(e.maxExec),
+		"SET max_query_size = " + strconv.Itoa(MaxQuerySize),
 		// The engine's top-K filter mis-types Nullable(Float64) sort keys
 		// ("Expected: Float64. Got: Decimal64") on ORDER BY … LIMIT
 		// without FINAL (chDB 26.5); the plain plan is correct.

@@ -61,6 +61,7 @@ func dialServer(ctx context.Context, cfg Config, log *slog.Logger) (*server, err
 		opts.Settings = ch.Settings{}
 	}
 	opts.Settings["max_execution_time"] = int(cfg.MaxExecutionTime.Seconds())
+	opts.Settings["max_query_size"] = MaxQuerySize
 	conn, err := ch.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse at %s: %w", host, err)

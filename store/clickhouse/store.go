@@ -51,6 +51,11 @@ type Store struct {
 // LowCardinality keys, bloom_filter indexes and DateTime64 come before it.
 const MinServerVersion = "24.8"
 
+// MaxQuerySize is the longest statement the store lets the engine parse
+// (the session's max_query_size; ClickHouse's default is 256 KiB): the
+// assembler lists up to 20k trace ids (~700 KB) in one statement.
+const MaxQuerySize = 4 << 20
+
 // Open connects to (or starts) the configured engine. It does not migrate.
 func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	if cfg.RetentionDays <= 0 {
