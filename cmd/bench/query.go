@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tokenpath/tokenpath/analysis"
@@ -543,7 +544,19 @@ func measureOp(ctx context.Context, q *analysis.Queries, ch *clickhouse.Store, d
 	began := time.Now()
 	for i := 0; i < reps && (i == 0 || time.Since(began) < opBudget && median(t.API) < slowPage); i++ {
 		t0 := time.Now()
-		if err := runOp(ctx, q, d, t.Op, w); err != nil {
+		if statementLog != nil && i == 0 {
+			// The statements the page really runs (concurrent ones
+			// overlap), once: the mirrors below are timed alone.
+			var mu sync.Mutex
+			ch.OnQuery = func(sql string, took time.Duration) {
+				mu.Lock()
+				defer mu.Unlock()
+				fmt.Fprintf(statementLog, "query: %s %s page ran: %v  %.1000s\n", t.Op, w, took.Round(time.Millisecond), strings.Join(strings.Fields(sql), " "))
+			}
+		}
+		err := runOp(ctx, q, d, t.Op, w)
+		ch.OnQuery = nil
+		if err != nil {
 			t.Err = err.Error()
 			return
 		}

@@ -28,6 +28,7 @@ func (s *Store) QueryRequests(ctx context.Context, sql string, args ...any) ([]t
 	if err != nil {
 		return nil, err
 	}
+	defer s.timed(q)()
 	out, err := e.run(ctx, q, rowBinaryFormat)
 	if err != nil {
 		return nil, err

@@ -43,6 +43,10 @@ type Store struct {
 	cfg Config
 	b   backend
 	log *slog.Logger
+	// OnQuery, when set before the store is used, is told each read's
+	// bound statement and duration (the query bench times the statements a
+	// page really runs with it).
+	OnQuery func(sql string, took time.Duration)
 }
 
 // MinServerVersion is the oldest ClickHouse server the schema works on:
@@ -112,7 +116,18 @@ func (s *Store) Query(ctx context.Context, sql string, args ...any) (*Result, er
 	if err != nil {
 		return nil, err
 	}
+	defer s.timed(q)()
 	return s.b.query(ctx, q)
+}
+
+// timed starts timing a statement for OnQuery; call what it returns when
+// the statement is done.
+func (s *Store) timed(sql string) func() {
+	if s.OnQuery == nil {
+		return func() {}
+	}
+	t0 := time.Now()
+	return func() { s.OnQuery(sql, time.Since(t0)) }
 }
 
 // Insert writes one batch in one statement.
