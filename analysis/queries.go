@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -245,12 +246,19 @@ func (q *Queries) topRequests(ctx context.Context, project uint32, where string,
 			return nil, false, err
 		}
 		page, found, err := q.topPage(ctx, project, where, args, col, desc, offset, limit, k, bound)
+		if errors.Is(err, errFewTop) {
+			return nil, false, nil // a small window, cheap under FINAL
+		}
 		if found || err != nil {
 			return page, found, err
 		}
 	}
 	return nil, false, nil
 }
+
+// errFewTop says the window holds fewer than the top rows asked for: no
+// larger try can prove a page.
+var errFewTop = errors.New("fewer rows than the top rows asked for")
 
 // TopFirstK is how many top rows topRequests reads first for a page
 // ending at row n.
@@ -272,7 +280,7 @@ func (q *Queries) topPage(ctx context.Context, project uint32, where string, arg
 			// it. Read the window's top rows without one.
 			return q.topPage(ctx, project, where, args, col, desc, offset, limit, k, nil)
 		}
-		return nil, false, nil // a small window, cheap under FINAL
+		return nil, false, errFewTop
 	}
 	r, err := q.CH.Query(ctx, TopRequestsSQL(where, len(keys)), TopRequestsArgs(project, args, keys)...)
 	if err != nil {
