@@ -98,7 +98,7 @@ func dialServer(ctx context.Context, cfg Config, log *slog.Logger) (*server, err
 type VersionError struct{ Host, Have string }
 
 func (e *VersionError) Error() string {
-	return fmt.Sprintf("clickhouse at %s is version %s; Tokenpath needs ClickHouse %s or newer (ReplacingMergeTree is_deleted, Map(LowCardinality(String), String))",
+	return fmt.Sprintf("clickhouse at %s is version %s; Tokenpath needs ClickHouse %s or newer (projections on a ReplacingMergeTree, is_deleted, Map(LowCardinality(String), String))",
 		e.Host, e.Have, MinServerVersion)
 }
 

@@ -43,9 +43,9 @@ type Store struct {
 	cfg Config
 	b   backend
 	log *slog.Logger
-	// OnQuery, when set before the store is used, is told each read's
-	// bound statement and duration (the query bench times the statements a
-	// page really runs with it).
+	// OnQuery, set or cleared while no statement runs, is told each
+	// read's bound statement and duration (the query bench times the
+	// statements a page really runs with it).
 	OnQuery func(sql string, took time.Duration)
 }
 
