@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -284,6 +285,35 @@ func TestClusterDDLParses(t *testing.T) {
 	}
 	if n < 2*len(migs) {
 		t.Errorf("cluster DDL has %d statements for %d migrations", n, len(migs))
+	}
+}
+
+// The embedded engine merges spans with a larger fan-in (fewer rewrites of
+// each row), also on a store migrated before the setting existed.
+func TestSpansMergeTuning(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+	setting := func() string {
+		t.Helper()
+		r, err := s.Query(ctx, "SELECT create_table_query AS q FROM system.tables WHERE database = currentDatabase() AND name = 'spans'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Row(0).String("q")
+	}
+	want := "merge_selector_base = " + strconv.Itoa(spansMergeSelectorBase)
+	if q := setting(); !strings.Contains(q, want) {
+		t.Fatalf("spans lacks %s:\n%s", want, q)
+	}
+	if err := s.Exec(ctx, "ALTER TABLE spans RESET SETTING merge_selector_base"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if q := setting(); !strings.Contains(q, want) {
+		t.Fatalf("after a migration, spans lacks %s:\n%s", want, q)
 	}
 }
 
