@@ -26,13 +26,7 @@ var seriesSelect = func() string {
 	var b strings.Builder
 	b.WriteString("SELECT toStartOfInterval(start, toIntervalSecond(?)) AS bucket, count() AS n, ")
 	for _, c := range diagnose.Components {
-		// Buckets keep p50/p99 of TTFT and ITL only; one level of the
-		// others is a fifth less work for the whole statement.
-		levels := "0.95"
-		if headlineComponent(c) {
-			levels = "0.5, 0.95, 0.99"
-		}
-		fmt.Fprintf(&b, "quantilesExactInclusiveIf(%[2]s)(%[1]s_ms, isFinite(%[1]s_ms)) AS q_%[1]s, ", c, levels)
+		fmt.Fprintf(&b, "quantilesExactInclusiveIf(%[2]s)(%[1]s_ms, isFinite(%[1]s_ms)) AS q_%[1]s, ", c, strings.Join(seriesLevels(c), ", "))
 	}
 	b.WriteString("sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, countIf(cold_start = 1) AS cold, countIf(error = 1) AS errors FROM ")
 	return b.String()
@@ -67,14 +61,12 @@ func (q *Queries) requestBuckets(ctx context.Context, where string, args []any, 
 		}
 		for _, c := range diagnose.Components {
 			qs := row.Floats("q_" + c)
-			if !headlineComponent(c) {
-				qs = append([]float64{math.NaN()}, qs...) // p95 alone: at the p95 place
+			if want := len(seriesLevels(c)); len(qs) != want {
+				return nil, fmt.Errorf("series: %d quantiles of %s, want %d", len(qs), c, want)
 			}
-			if len(qs) < 2 || (headlineComponent(c) && len(qs) != 3) {
-				return nil, fmt.Errorf("series: %d quantiles of %s", len(qs), c)
-			}
-			if !math.IsNaN(qs[1]) {
-				b.P95[c] = qs[1]
+			p95 := qs[len(qs)/2] // the middle level: 0.95 of (0.95) or of (0.5, 0.95, 0.99)
+			if !math.IsNaN(p95) {
+				b.P95[c] = p95
 			}
 			switch c {
 			case diagnose.ComponentTTFT:
@@ -88,8 +80,12 @@ func (q *Queries) requestBuckets(ctx context.Context, where string, args []any, 
 	return out, nil
 }
 
-// headlineComponent reports whether a bucket keeps a component's p50 and
-// p99 besides its p95.
-func headlineComponent(c string) bool {
-	return c == diagnose.ComponentTTFT || c == diagnose.ComponentITL
+// seriesLevels are the quantiles a bucket keeps of a component: p50, p95
+// and p99 of TTFT and ITL, p95 alone of the others (a fifth less work for
+// the whole statement than three levels of each).
+func seriesLevels(c string) []string {
+	if c == diagnose.ComponentTTFT || c == diagnose.ComponentITL {
+		return []string{"0.5", "0.95", "0.99"}
+	}
+	return []string{"0.95"}
 }

@@ -628,7 +628,7 @@ func planCount(rough, exactMax int) countPlan {
 	switch {
 	case rough <= exactMax:
 		return countPlan{table: "llm_requests", scale: 1}
-	case rough <= exactMax*16:
+	case rough <= exactMax*SampleBuckets/sampleTableKeep:
 		return countPlan{table: "llm_requests_sample", scale: SampleBuckets / sampleTableKeep}
 	}
 	return countPlan{table: "llm_requests_sample", where: " AND sample_level = 0", scale: SampleBuckets / sampleLevel0Keep}

@@ -72,7 +72,7 @@ func openEmbedded(cfg Config) (*embedded, error) {
 		// ("Expected: Float64. Got: Decimal64") on ORDER BY … LIMIT
 		// without FINAL (chDB 26.5); the plain plan is correct.
 		"SET use_top_k_dynamic_filtering = 0",
-		"SET " + noProjectionFiltering,
+		"SET " + projectionFiltering + " = 0",
 	} {
 		if _, err := conn.query(set, "TabSeparated"); err != nil {
 			e.close()

@@ -43,25 +43,25 @@ func openServer(ctx context.Context, cfg Config, log *slog.Logger) (*server, err
 		return nil, &VersionError{Host: s.host, Have: have}
 	}
 	// A server that knows projection filtering (25.x) gets it turned off,
-	// as the embedded engine does (see noProjectionFiltering).
-	name, _, _ := strings.Cut(noProjectionFiltering, " ")
-	known, err := s.query(ctx, "SELECT count() AS n FROM system.settings WHERE name = '"+name+"'")
+	// as the embedded engine does (see projectionFiltering).
+	known, err := s.query(ctx, "SELECT count() AS n FROM system.settings WHERE name = '"+projectionFiltering+"'")
 	if err != nil {
 		s.close()
 		return nil, fmt.Errorf("clickhouse at %s: read settings: %w", s.host, err)
 	}
 	if known.Row(0).Int("n") > 0 {
-		s.settings = ch.Settings{name: 0}
+		s.settings = ch.Settings{projectionFiltering: 0}
 	}
 	return s, nil
 }
 
-// noProjectionFiltering turns off the use of projections as an index for
-// other queries: every read filtering on start would otherwise read the
-// start column of llm_requests' TTFT and E2E projections (migration 0010)
-// to narrow its ranges, which made a newest-first page 16 → 55 ms. Reading
-// a query from a projection, what those exist for, is not affected.
-const noProjectionFiltering = "optimize_use_projection_filtering = 0"
+// projectionFiltering, the use of projections as an index for other
+// queries, is turned off (0): every read filtering on start would
+// otherwise read the start column of llm_requests' TTFT and E2E
+// projections (migration 0010) to narrow its ranges, which made a
+// newest-first page 16 → 55 ms. Reading a query from a projection, what
+// those exist for, is not affected.
+const projectionFiltering = "optimize_use_projection_filtering"
 
 // dialServer opens the pool and pings it without the version check, so
 // tests can drive the transport against the old server Debian packages.
