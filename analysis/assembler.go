@@ -259,17 +259,33 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 	if err != nil {
 		return fmt.Errorf("load existing requests: %w", err)
 	}
-	keep := map[string]bool{}
-	for _, q := range reqs {
-		keep[rowKey(q)] = true
-	}
-	var gone []telemetry.LLMRequest
+	// A live row the pass derives again unchanged is not rewritten; one it
+	// changes is retracted beside its new version (the rollups subtract
+	// it), one it no longer derives gets a tombstone.
+	live := map[string]*telemetry.LLMRequest{}
 	for _, old := range liveRequests(er) {
-		if !keep[rowKey(old)] {
-			gone = append(gone, old)
+		live[rowKey(old)] = &old
+	}
+	var changed, replaced []telemetry.LLMRequest
+	for i := range reqs {
+		k := rowKey(reqs[i])
+		old, ok := live[k]
+		delete(live, k)
+		switch {
+		case !ok:
+			changed = append(changed, reqs[i])
+		case !old.Equal(&reqs[i]):
+			changed, replaced = append(changed, reqs[i]), append(replaced, *old)
 		}
 	}
-	return a.CH.Insert(ctx, clickhouse.RequestsBatch(reqs, gone, uint64(a.Now().UnixNano())))
+	gone := make([]telemetry.LLMRequest, 0, len(live))
+	for _, old := range live {
+		gone = append(gone, *old)
+	}
+	if len(changed)+len(gone) == 0 {
+		return nil
+	}
+	return a.CH.Insert(ctx, clickhouse.RequestsRewriteBatch(changed, gone, replaced, uint64(a.Now().UnixNano())))
 }
 
 // traceBoundsQuery reads the span start range of a project's traces from

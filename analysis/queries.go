@@ -721,17 +721,23 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 		if err != nil {
 			return err
 		}
-		if rough > q.maxRows() && rough <= q.seriesExactMax() {
-			// The window is loaded as a sample, but is small enough for
-			// the engine to compute its series over every request:
-			// sharper per-bucket percentiles for the chart and the
-			// correlations, and the window's exact size with them.
+		if width := diagnose.Buckets(d.Window); rough > q.maxRows() && (rollupServes(width) || rough <= q.seriesExactMax()) {
+			// The window is loaded as a sample, but its series comes from
+			// every request: sharper per-bucket percentiles for the chart
+			// and the correlations, and the window's exact size with them.
+			// Buckets of 5 minutes or more come from the rollups (a few
+			// thousand rows); narrower ones from the engine over the
+			// window's requests (small enough, at these widths).
 			g.Go(func() (err error) {
-				in.RequestBuckets, err = q.requestBuckets(ctx, where, args, diagnose.Buckets(d.Window))
+				if rollupServes(width) {
+					in.RequestBuckets, err = q.rollupBuckets(ctx, d.Project, d.Window, width, d.Service, d.Model)
+				} else {
+					in.RequestBuckets, err = q.requestBuckets(ctx, where, args, width)
+				}
 				return err
 			})
 			if !withBaseline {
-				return nil // the series alone: the engine's buckets are all of it
+				return nil // the series alone: the buckets are all of it
 			}
 		}
 		win, err = q.loadPlanned(ctx, where, args, rough, q.maxRows())

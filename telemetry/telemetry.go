@@ -125,6 +125,25 @@ type LLMRequest struct {
 	Tenant    string
 }
 
+// Equal reports whether two requests hold the same values (pointers
+// compared by what they point to, starts as instants): the assembler leaves
+// a request it re-derives unchanged as it is stored.
+func (r *LLMRequest) Equal(o *LLMRequest) bool {
+	return r.ProjectID == o.ProjectID && r.TraceID == o.TraceID && r.SpanID == o.SpanID &&
+		r.Service == o.Service && r.ServerService == o.ServerService && r.Model == o.Model &&
+		r.Provider == o.Provider && r.Instance == o.Instance && r.Start.Equal(o.Start) &&
+		samePtr(r.TTFT, o.TTFT) && samePtr(r.PreInference, o.PreInference) && samePtr(r.Queue, o.Queue) &&
+		samePtr(r.Prefill, o.Prefill) && samePtr(r.Network, o.Network) && samePtr(r.Decode, o.Decode) &&
+		samePtr(r.E2E, o.E2E) && samePtr(r.ITL, o.ITL) && samePtr(r.ColdStartWait, o.ColdStartWait) &&
+		samePtr(r.InputTokens, o.InputTokens) && samePtr(r.OutputTokens, o.OutputTokens) &&
+		r.ColdStart == o.ColdStart && r.Error == o.Error && r.CallIndex == o.CallIndex &&
+		r.Route == o.Route && r.Tenant == o.Tenant
+}
+
+func samePtr[T comparable](a, b *T) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
+}
+
 // MetricPoint is one sample of a gauge or counter (Prometheus scrape or OTLP
 // metric), with vLLM/SGLang names normalized (see ingest).
 type MetricPoint struct {

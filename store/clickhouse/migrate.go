@@ -56,6 +56,11 @@ func (d ddl) funcs() template.FuncMap {
 			return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s ON CLUSTER %s AS %s_local ENGINE = Distributed(%s, currentDatabase(), %s_local, %s);",
 				table, c, table, c, table, shardKey)
 		},
+		// Rollup columns and aggregations come from rollup.go, which the
+		// readers use too.
+		"rollupColumns":      rollupColumnsDDL,
+		"rollupFromRequests": func() string { return RollupFromRequests(RequestSign, RollupHistograms) },
+		"rollupMerge":        func() string { return RollupMerge(RollupHistograms) },
 	}
 }
 
@@ -179,7 +184,8 @@ const spansMergeSelectorBase = 10
 
 // retentionTables maps each table to its time column for TTL.
 var retentionTables = map[string]string{"spans": "start", "llm_requests": "start", "llm_requests_sample": "start", "llm_request_names": "hour", "metric_points": "time", "metric_peaks_5m": "bucket",
-	"events": "time", "resources": "last_seen", "trace_bounds": "last_start"}
+	"events": "time", "resources": "last_seen", "trace_bounds": "last_start",
+	"llm_request_rollup_5m": "bucket", "llm_request_rollup_1h": "hour"}
 
 // applyRetention brings every table's TTL to the configured retention when
 // TOKENPATH_RETENTION_DAYS changed since the table was created.

@@ -168,7 +168,16 @@ func SpanCore(w Row) telemetry.Span {
 // Tombstones (rows that a re-assembly no longer produces) are passed in
 // deleted with is_deleted = 1.
 func RequestsBatch(reqs []telemetry.LLMRequest, deleted []telemetry.LLMRequest, version uint64) *Batch {
-	all := append(append([]telemetry.LLMRequest{}, reqs...), deleted...)
+	return RequestsRewriteBatch(reqs, deleted, nil, version)
+}
+
+// RequestsRewriteBatch is RequestsBatch for a re-assembly that replaces
+// live rows: replaced holds the live versions that reqs supersede, written
+// again as deleted rows one version below, so the rollups (rollup.go)
+// subtract them in the same insert that adds their successors. FINAL never
+// sees them: the new version of each key is higher.
+func RequestsRewriteBatch(reqs, deleted, replaced []telemetry.LLMRequest, version uint64) *Batch {
+	all := append(append(append([]telemetry.LLMRequest{}, reqs...), deleted...), replaced...)
 	n := len(all)
 	var (
 		project                                                     = make([]uint32, n)
@@ -193,6 +202,9 @@ func RequestsBatch(reqs []telemetry.LLMRequest, deleted []telemetry.LLMRequest, 
 		callIndex[i] = uint16(r.CallIndex)
 		route[i], tenant[i] = r.Route, r.Tenant
 		versions[i] = version
+		if i >= len(reqs)+len(deleted) {
+			versions[i] = version - 1
+		}
 		isDeleted[i] = b2u(i >= len(reqs))
 	}
 	const lc, nf = "LowCardinality(String)", "Nullable(Float64)"

@@ -1,0 +1,247 @@
+package analysis
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tokenpath/tokenpath/analysis/diagnose"
+	"github.com/tokenpath/tokenpath/store/clickhouse"
+)
+
+// Windows whose chart buckets are 5 minutes or wider read their series from
+// the rollups (migration 0012, store/clickhouse/rollup.go): every request
+// counted, percentiles within ±1 %, for a few thousand rollup rows instead
+// of every request under FINAL. Only the window's ragged ends (less than 5
+// minutes each) are read from llm_requests.
+
+// histogram counts values per log-scale bucket key (clickhouse.HistKey).
+type histogram map[int]int64
+
+func (h histogram) add(keys, counts []float64) {
+	for i, k := range keys {
+		if i < len(counts) {
+			h[int(k)] += int64(counts[i])
+		}
+	}
+}
+
+func (h histogram) merge(o histogram) {
+	for k, n := range o {
+		h[k] += n
+	}
+}
+
+// quantiles are the type-7 quantiles (as stats.Quantile) of the values the
+// histogram counts, each read as its bucket's middle; NaN when it is empty.
+func (h histogram) quantiles(qs ...float64) []float64 {
+	type bin struct {
+		key int
+		n   int64
+	}
+	bins := make([]bin, 0, len(h))
+	var total int64
+	for k, n := range h {
+		if n > 0 { // retracted to nothing
+			bins = append(bins, bin{k, n})
+			total += n
+		}
+	}
+	slices.SortFunc(bins, func(a, b bin) int { return a.key - b.key })
+	// at is the value of the rank-th smallest (0-based) value.
+	at := func(rank int64) float64 {
+		for _, b := range bins {
+			if rank < b.n {
+				return clickhouse.HistValue(b.key)
+			}
+			rank -= b.n
+		}
+		return clickhouse.HistValue(bins[len(bins)-1].key)
+	}
+	out := make([]float64, len(qs))
+	for i, q := range qs {
+		if total == 0 {
+			out[i] = math.NaN()
+			continue
+		}
+		pos := q * float64(total-1)
+		lo := int64(math.Floor(pos))
+		v := at(lo)
+		if frac := pos - float64(lo); frac > 0 {
+			v += frac * (at(lo+1) - v)
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// rollupSegment is a stretch of a window read from one rollup tier, or from
+// llm_requests when tier is nil.
+type rollupSegment struct {
+	from, to time.Time
+	tier     *clickhouse.RollupTier
+}
+
+// rollupServes reports whether a chart of buckets this wide can be read
+// from the rollups: the narrowest tier must tile its buckets.
+func rollupServes(width time.Duration) bool {
+	return width > 0 && width%clickhouse.RollupTiers[len(clickhouse.RollupTiers)-1].Width == 0
+}
+
+// rollupSegments cuts [from, to) into stretches read from the widest tiers
+// that tile buckets of width, and from llm_requests at the ragged ends.
+func rollupSegments(from, to time.Time, width time.Duration, tiers []clickhouse.RollupTier) []rollupSegment {
+	if !from.Before(to) {
+		return nil
+	}
+	for i := range tiers {
+		t := &tiers[i]
+		if width%t.Width != 0 {
+			continue
+		}
+		a, b := ceilTime(from, t.Width), to.Truncate(t.Width)
+		if !a.Before(b) {
+			continue
+		}
+		out := rollupSegments(from, a, width, tiers[i+1:])
+		out = append(out, rollupSegment{a, b, t})
+		return append(out, rollupSegments(b, to, width, tiers[i+1:])...)
+	}
+	return []rollupSegment{{from, to, nil}}
+}
+
+func ceilTime(t time.Time, d time.Duration) time.Time {
+	if f := t.Truncate(d); f.Equal(t) {
+		return t
+	} else {
+		return f.Add(d)
+	}
+}
+
+// rollupRead is what a rollup read selects: the window's requests (of a
+// service, either side, and a model when set) grouped by groupBy (aliases
+// of the select list: b is the chart bucket, name a service of either
+// side when nameJoin is set), with the rollup sums, the histograms of
+// hists, and extra aggregates.
+type rollupRead struct {
+	project        uint32
+	window         diagnose.Range
+	width          time.Duration
+	service, model string
+	hists          []string // llm_requests columns whose histograms are read
+	nameJoin       bool
+	groupBy        []string
+	extra          string
+}
+
+// RollupSQL is the statement reading a window's chart series from the
+// rollups (what rollupBuckets runs).
+func RollupSQL(project uint32, window diagnose.Range, width time.Duration, service, model string) (string, []any) {
+	return seriesRollupRead(project, window, width, service, model).sql()
+}
+
+// sql unions the window's segments (each grouped by rollup group and
+// bucket) and merges them in the engine: sumMap is far cheaper there than
+// maps merged in Go.
+func (r rollupRead) sql() (string, []any) {
+	secs := max(int64(r.width/time.Second), 1)
+	filter, fargs := "", []any(nil)
+	if r.service != "" {
+		filter += " AND (service = ? OR server_service = ?)"
+		fargs = append(fargs, r.service, r.service)
+	}
+	if r.model != "" {
+		filter += " AND model = ?"
+		fargs = append(fargs, r.model)
+	}
+	const group = " GROUP BY service, server_service, model, provider, b"
+	var parts []string
+	var args []any
+	for _, s := range rollupSegments(r.window.From, r.window.To, r.width, clickhouse.RollupTiers) {
+		if s.tier == nil {
+			parts = append(parts, fmt.Sprintf("SELECT service, server_service, model, provider, toStartOfInterval(toDateTime(start, 'UTC'), INTERVAL %d SECOND) AS b, %s FROM llm_requests FINAL WHERE project_id = ? AND start >= ? AND start < ?%s%s",
+				secs, clickhouse.RollupFromRequests("toInt64(1)", r.hists), filter, group))
+		} else {
+			parts = append(parts, fmt.Sprintf("SELECT service, server_service, model, provider, toStartOfInterval(%[1]s, INTERVAL %[2]d SECOND) AS b, %[3]s FROM %[4]s WHERE project_id = ? AND %[1]s >= ? AND %[1]s < ?%[5]s%[6]s",
+				s.tier.Column, secs, clickhouse.RollupMerge(r.hists), s.tier.Table, filter, group))
+		}
+		args = append(append(args, r.project, s.from, s.to), fargs...)
+	}
+	join := ""
+	if r.nameJoin {
+		join = " ARRAY JOIN " + serviceNames
+	}
+	inner := "SELECT " + strings.Join(r.groupBy, ", ") + ", " + clickhouse.RollupMerge(r.hists) + r.extra +
+		" FROM (" + strings.Join(parts, " UNION ALL ") + ")" + join + " GROUP BY " + strings.Join(r.groupBy, ", ")
+	// The maps leave the engine as two arrays each (keys, counts).
+	cols, maps := []string{"*"}, make([]string, 0, len(r.hists))
+	for _, h := range r.hists {
+		cols = append(cols, fmt.Sprintf("CAST(mapKeys(h_%[1]s), 'Array(Int32)') AS hk_%[1]s, CAST(mapValues(h_%[1]s), 'Array(Float64)') AS hv_%[1]s", h))
+		maps = append(maps, "h_"+h)
+	}
+	if len(maps) > 0 {
+		cols[0] = "* EXCEPT (" + strings.Join(maps, ", ") + ")"
+	}
+	return "SELECT " + strings.Join(cols, ", ") + " FROM (" + inner + ")" + FinalSettings, args
+}
+
+// rollupHist is a histogram read by a rollupRead.
+func rollupHist(row clickhouse.Row, col string) histogram {
+	h := histogram{}
+	h.add(row.Floats("hk_"+col), row.Floats("hv_"+col))
+	return h
+}
+
+// componentColumn is the llm_requests column of a diagnosis component.
+func componentColumn(c string) string { return c + "_ms" }
+
+func seriesRollupRead(project uint32, window diagnose.Range, width time.Duration, service, model string) rollupRead {
+	hists := make([]string, len(diagnose.Components))
+	for i, c := range diagnose.Components {
+		hists[i] = componentColumn(c)
+	}
+	return rollupRead{project: project, window: window, width: width, service: service, model: model, hists: hists, groupBy: []string{"b"}}
+}
+
+// rollupBuckets computes the chart series of a window from the rollups:
+// the same figures as requestBuckets, over every request, with
+// percentiles within ±1 %.
+func (q *Queries) rollupBuckets(ctx context.Context, project uint32, window diagnose.Range, width time.Duration, service, model string) ([]diagnose.Bucket, error) {
+	sql, args := seriesRollupRead(project, window, width, service, model).sql()
+	res, err := q.CH.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("series from rollups: %w", err)
+	}
+	out := make([]diagnose.Bucket, 0, res.Len())
+	for i := range res.Len() {
+		row := res.Row(i)
+		n := row.Int("requests")
+		if n <= 0 {
+			continue // every request of the bucket was retracted
+		}
+		b := diagnose.Bucket{
+			Start: row.Time("b"), Requests: int(n), RatePerSec: float64(n) / width.Seconds(),
+			InputTokens: row.Int("input_tokens_sum"), OutputTokens: row.Int("output_tokens_sum"),
+			ColdStarts: int(row.Int("cold_starts")), Errors: int(row.Int("errors")),
+			P95: map[string]float64{},
+		}
+		for _, comp := range diagnose.Components {
+			qs := rollupHist(row, componentColumn(comp)).quantiles(0.5, 0.95, 0.99)
+			if !math.IsNaN(qs[1]) {
+				b.P95[comp] = qs[1]
+			}
+			switch comp {
+			case diagnose.ComponentTTFT:
+				b.TTFT = diagnose.PercentilesOf(qs[0], qs[1], qs[2])
+			case diagnose.ComponentITL:
+				b.ITL = diagnose.PercentilesOf(qs[0], qs[1], qs[2])
+			}
+		}
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b diagnose.Bucket) int { return a.Start.Compare(b.Start) })
+	return out, nil
+}
