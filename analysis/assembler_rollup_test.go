@@ -115,7 +115,7 @@ func TestAssemblerKeepsRollupsInStep(t *testing.T) {
 	}
 }
 
-// Migration 0012 fills the rollups from the requests stored before it (live
+// Migration 0011 fills the rollups from the requests stored before it (live
 // rows only), and running it again (a start interrupted after the copy)
 // leaves them equal to the live requests instead of counting twice. Rows
 // written here without retractions (a later version over an earlier one)
@@ -144,7 +144,7 @@ func TestRollupBackfill(t *testing.T) {
 		}
 	}
 	for range 2 {
-		if err := a.CH.Exec(ctx, "DELETE FROM schema_migrations WHERE version = '0012_llm_request_rollups'"); err != nil {
+		if err := a.CH.Exec(ctx, "DELETE FROM schema_migrations WHERE version = '0011_llm_request_rollups'"); err != nil {
 			t.Fatal(err)
 		}
 		if err := a.CH.Migrate(ctx); err != nil {

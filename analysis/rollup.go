@@ -13,7 +13,7 @@ import (
 )
 
 // Windows whose chart buckets are 5 minutes or wider read their series from
-// the rollups (migration 0012, store/clickhouse/rollup.go): every request
+// the rollups (migration 0011, store/clickhouse/rollup.go): every request
 // counted, percentiles within ±1 %, for a few thousand rollup rows instead
 // of every request under FINAL. Only the window's ragged ends (less than 5
 // minutes each) are read from llm_requests.

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Rollups (migration 0012) hold llm_requests aggregated per 5 minutes and
+// Rollups (migration 0011) hold llm_requests aggregated per 5 minutes and
 // per hour for each (service, server_service, model, provider): counts,
 // token sums, and a log-scale histogram of every latency and token column,
 // so a day's or a week's series and overview read a few thousand rows
