@@ -76,64 +76,41 @@ const serviceNames = "arrayDistinct(arrayFilter(x -> x != '', [service, server_s
 // p95 trend per service. Verdicts are separate (ServiceVerdict): each is a
 // diagnosis, too slow to hold the page for.
 //
-// A busy window is not read row by row: services and models with many
-// requests are aggregated over the stored 1/16 sample (llm_requests_sample)
-// with counts and token sums scaled up, the others exactly, so a quiet
-// service next to a busy one keeps exact figures (and never drops out).
+// A window whose trend buckets are 5 minutes or wider reads the rollups
+// (every request counted, percentiles within ±1 %: overviewRollups);
+// shorter windows read the requests themselves (overviewRequests).
 func (q *Queries) Overview(ctx context.Context, r OverviewRequest) (Overview, error) {
 	w := r.Window
 	out := Overview{Window: w, Bucket: diagnose.Buckets(w)}
-	services, models, err := q.overviewPlan(ctx, r)
+	var trends []trendPoint
+	var err error
+	if rollupServes(out.Bucket) {
+		out.Services, trends, out.Models, err = q.overviewRollups(ctx, r, out.Bucket)
+	} else {
+		out.Services, trends, out.Models, out.Sampled, err = q.overviewRequests(ctx, r, out.Bucket)
+	}
 	if err != nil {
 		return out, err
 	}
-	// Every source's services, trends and models are read at once: on two
-	// cores one query's Go decoding overlaps another's engine work, and a
-	// busy window has up to nine reads.
-	svcRows := make([][]ServiceOverview, len(services))
-	trendRows := make([]*clickhouse.Result, len(services))
-	modelRows := make([][]ModelOverview, len(models))
-	width := int64(out.Bucket / time.Second)
-	var g errgroup.Group
-	for i, src := range services {
-		g.Go(func() (err error) {
-			svcRows[i], err = q.overviewServices(ctx, r, src)
-			return err
-		})
-		g.Go(func() (err error) {
-			trendRows[i], err = q.overviewTrends(ctx, r, src, width)
-			return err
-		})
-	}
-	for i, src := range models {
-		g.Go(func() (err error) {
-			modelRows[i], err = q.overviewModels(ctx, r, src)
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return out, err
-	}
-	secs := w.Duration().Seconds()
-	for i, src := range services {
-		for _, s := range svcRows[i] {
-			if secs > 0 {
-				s.RatePerSec = float64(s.Requests) / secs
-			}
-			out.Services = append(out.Services, s)
+	if secs := w.Duration().Seconds(); secs > 0 {
+		for i := range out.Services {
+			out.Services[i].RatePerSec = float64(out.Services[i].Requests) / secs
 		}
-		out.Sampled = out.Sampled || src.scale > 1 && len(svcRows[i]) > 0
 	}
 	sort.Slice(out.Services, func(i, j int) bool {
 		a, b := out.Services[i], out.Services[j]
 		return a.Requests > b.Requests || a.Requests == b.Requests && a.Service < b.Service
 	})
+	sort.Slice(out.Models, func(i, j int) bool {
+		a, b := out.Models[i], out.Models[j]
+		return a.Requests > b.Requests || a.Requests == b.Requests && a.Model < b.Model
+	})
+	if len(out.Services) == 0 {
+		return out, nil
+	}
 	index := map[string]int{}
 	for i, s := range out.Services {
 		index[s.Service] = i
-	}
-	if len(out.Services) == 0 {
-		return out, nil
 	}
 	first := w.From.Truncate(out.Bucket)
 	for t := first; t.Before(w.To); t = t.Add(out.Bucket) {
@@ -142,25 +119,160 @@ func (q *Queries) Overview(ctx context.Context, r OverviewRequest) (Overview, er
 	for i := range out.Services {
 		out.Services[i].Trend = make([]*float64, len(out.Buckets))
 	}
-	for _, res := range trendRows {
-		for i := 0; i < res.Len(); i++ {
-			row := res.Row(i)
-			si, ok := index[row.String("name")]
-			b := int(row.Time("bucket").Sub(first) / out.Bucket)
-			if !ok || b < 0 || b >= len(out.Buckets) {
-				continue
+	for _, p := range trends {
+		si, ok := index[p.name]
+		b := int(p.bucket.Sub(first) / out.Bucket)
+		if !ok || b < 0 || b >= len(out.Buckets) {
+			continue
+		}
+		out.Services[si].Trend[b] = p.p95
+	}
+	return out, nil
+}
+
+// trendPoint is one service's TTFT p95 in one bucket.
+type trendPoint struct {
+	name   string
+	bucket time.Time
+	p95    *float64
+}
+
+// overviewRollups reads an overview from the rollups: three reads of a few
+// thousand rows each, merged in the engine.
+func (q *Queries) overviewRollups(ctx context.Context, r OverviewRequest, width time.Duration) ([]ServiceOverview, []trendPoint, []ModelOverview, error) {
+	base := rollupRead{project: r.Project, window: r.Window, width: width}
+	svc, trend, model := base, base, base
+	svc.nameJoin, svc.groupBy, svc.hists = true, []string{"name"}, []string{"ttft_ms", "itl_ms"}
+	svc.extra = ", max(name = service) AS is_client, max(name = server_service) AS is_server, groupUniqArray(20)(model) AS models"
+	trend.nameJoin, trend.groupBy, trend.hists = true, []string{"name", "b"}, []string{"ttft_ms"}
+	model.groupBy, model.hists = []string{"model"}, []string{"ttft_ms", "itl_ms", "input_tokens", "output_tokens"}
+	model.extra = ", anyHeavy(provider) AS provider"
+	reads := []rollupRead{svc, trend, model}
+	res := make([]*clickhouse.Result, len(reads))
+	var g errgroup.Group
+	for i, rd := range reads {
+		g.Go(func() error {
+			sql, args := rd.sql()
+			var err error
+			if res[i], err = q.CH.Query(ctx, sql, args...); err != nil {
+				return fmt.Errorf("overview from rollups: %w", err)
 			}
-			out.Services[si].Trend[b] = row.FloatPtr("p95")
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, nil, err
+	}
+	var services []ServiceOverview
+	for i := range res[0].Len() {
+		row := res[0].Row(i)
+		n := row.Int("requests")
+		if n <= 0 {
+			continue // every request retracted
+		}
+		ttft := rollupHist(row, "ttft_ms").quantiles(0.5, 0.95, 0.99)
+		s := ServiceOverview{Service: row.String("name"), Models: row.Strings("models"), Requests: int(n),
+			TTFT: diagnose.PercentilesOf(ttft[0], ttft[1], ttft[2]), ITLP50: known(rollupHist(row, "itl_ms").quantiles(0.5)[0]),
+			ErrorRate: float64(row.Int("errors")) / float64(n), ColdStarts: int(row.Int("cold_starts")),
+			InputTokens: row.Int("input_tokens_sum"), OutputTokens: row.Int("output_tokens_sum"),
+			Role: serviceRole(row.Bool("is_client"), row.Bool("is_server"))}
+		sort.Strings(s.Models)
+		services = append(services, s)
+	}
+	trends := make([]trendPoint, 0, res[1].Len())
+	for i := range res[1].Len() {
+		row := res[1].Row(i)
+		if row.Int("requests") > 0 {
+			p95 := rollupHist(row, "ttft_ms").quantiles(0.95)[0]
+			trends = append(trends, trendPoint{row.String("name"), row.Time("b"), known(p95)})
+		}
+	}
+	var models []ModelOverview
+	for i := range res[2].Len() {
+		row := res[2].Row(i)
+		n := row.Int("requests")
+		if n <= 0 {
+			continue
+		}
+		ttft := rollupHist(row, "ttft_ms").quantiles(0.5, 0.95, 0.99)
+		p50 := func(col string) *float64 { return known(rollupHist(row, col).quantiles(0.5)[0]) }
+		models = append(models, ModelOverview{Model: row.String("model"), Provider: row.String("provider"), Requests: int(n),
+			TTFT: diagnose.PercentilesOf(ttft[0], ttft[1], ttft[2]), ITLP50: p50("itl_ms"),
+			InputTokensP50: p50("input_tokens"), OutputTokensP50: p50("output_tokens"), ErrorRate: float64(row.Int("errors")) / float64(n)})
+	}
+	return services, trends, models, nil
+}
+
+// known is a figure, nil when NaN (nothing to compute it from).
+func known(x float64) *float64 {
+	if math.IsNaN(x) {
+		return nil
+	}
+	return &x
+}
+
+// serviceRole names a service's side of its LLM calls.
+func serviceRole(client, server bool) string {
+	switch {
+	case client && server:
+		return "both"
+	case server:
+		return "server"
+	}
+	return "client"
+}
+
+// overviewRequests reads an overview from the requests themselves.
+//
+// A busy window is not read row by row: services and models with many
+// requests are aggregated over the stored 1/16 sample (llm_requests_sample)
+// with counts and token sums scaled up, the others exactly, so a quiet
+// service next to a busy one keeps exact figures (and never drops out).
+func (q *Queries) overviewRequests(ctx context.Context, r OverviewRequest, width time.Duration) (services []ServiceOverview, trends []trendPoint, models []ModelOverview, sampled bool, err error) {
+	svcSources, modelSources, err := q.overviewPlan(ctx, r)
+	if err != nil {
+		return nil, nil, nil, false, err
+	}
+	// Every source's services, trends and models are read at once: on two
+	// cores one query's Go decoding overlaps another's engine work, and a
+	// busy window has up to nine reads.
+	svcRows := make([][]ServiceOverview, len(svcSources))
+	trendRows := make([]*clickhouse.Result, len(svcSources))
+	modelRows := make([][]ModelOverview, len(modelSources))
+	var g errgroup.Group
+	for i, src := range svcSources {
+		g.Go(func() (err error) {
+			svcRows[i], err = q.overviewServices(ctx, r, src)
+			return err
+		})
+		g.Go(func() (err error) {
+			trendRows[i], err = q.overviewTrends(ctx, r, src, int64(width/time.Second))
+			return err
+		})
+	}
+	for i, src := range modelSources {
+		g.Go(func() (err error) {
+			modelRows[i], err = q.overviewModels(ctx, r, src)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, nil, false, err
+	}
+	for i, src := range svcSources {
+		services = append(services, svcRows[i]...)
+		sampled = sampled || src.scale > 1 && len(svcRows[i]) > 0
+	}
+	for _, res := range trendRows {
+		for i := range res.Len() {
+			row := res.Row(i)
+			trends = append(trends, trendPoint{row.String("name"), row.Time("bucket"), row.FloatPtr("p95")})
 		}
 	}
 	for _, rows := range modelRows {
-		out.Models = append(out.Models, rows...)
+		models = append(models, rows...)
 	}
-	sort.Slice(out.Models, func(i, j int) bool {
-		a, b := out.Models[i], out.Models[j]
-		return a.Requests > b.Requests || a.Requests == b.Requests && a.Model < b.Model
-	})
-	return out, nil
+	return services, trends, models, sampled, nil
 }
 
 // overviewSource is one read of an overview: a table, the names it is
@@ -307,15 +419,8 @@ func (q *Queries) overviewServices(ctx context.Context, r OverviewRequest, src o
 			ColdStarts:  int(scaled(row.Int("cold_starts"), src.scale)),
 			InputTokens: scaled(row.Int("input_tokens"), src.scale), OutputTokens: scaled(row.Int("output_tokens"), src.scale),
 		}
+		s.Role = serviceRole(row.Bool("is_client"), row.Bool("is_server"))
 		sort.Strings(s.Models)
-		switch client, server := row.Bool("is_client"), row.Bool("is_server"); {
-		case client && server:
-			s.Role = "both"
-		case server:
-			s.Role = "server"
-		default:
-			s.Role = "client"
-		}
 		out = append(out, s)
 	}
 	return out, nil

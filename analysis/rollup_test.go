@@ -10,6 +10,7 @@ import (
 
 	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
+	"github.com/tokenpath/tokenpath/analysis/stats"
 	"github.com/tokenpath/tokenpath/app/apptest"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/telemetry"
@@ -152,4 +153,148 @@ func closeSeries(t *testing.T, name string, got, want []diagnose.Bucket, tol flo
 			t.FailNow()
 		}
 	}
+}
+
+// An overview whose trend buckets are 5 minutes or wider comes from the
+// rollups: per service (either side) and per model, counts, error rates,
+// cold starts and token sums exactly those of the live requests (after a
+// rewrite with retractions and tombstones), percentiles within ±1 % of the
+// exact type-7 figures, and every service's trend bucket likewise.
+func TestOverviewFromRollupsMatchesRequests(t *testing.T) {
+	srv := apptest.Start(t, apptest.Options{})
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Hour)
+	from, to := now.Add(-80*time.Hour), now
+	rows := rollupRows(rand.New(rand.NewPCG(11, 12)), 8000, from, to, 1)
+	if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(rows, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	var changed, replaced, gone, live []telemetry.LLMRequest
+	for i, r := range rows {
+		switch i % 5 {
+		case 0:
+			c := r
+			c.TTFT, c.Error, c.Model = telemetry.Ptr(deref0(r.TTFT)*3+1), !r.Error, "m3"
+			changed, replaced, live = append(changed, c), append(replaced, r), append(live, c)
+		case 1:
+			gone = append(gone, r)
+		default:
+			live = append(live, r)
+		}
+	}
+	if err := srv.CH.Insert(ctx, clickhouse.RequestsRewriteBatch(changed, gone, replaced, 2)); err != nil {
+		t.Fatal(err)
+	}
+	window := diagnose.Range{From: now.Add(-8*time.Hour - 3*time.Minute - 2*time.Second), To: now.Add(-4 * time.Minute)}
+	o, err := (&analysis.Queries{CH: srv.CH}).Overview(ctx, analysis.OverviewRequest{Project: 1, Window: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Bucket != 5*time.Minute || o.Sampled {
+		t.Fatalf("bucket %v, sampled %v: the test needs 5-minute buckets, not sampled", o.Bucket, o.Sampled)
+	}
+	near := func(what string, got *float64, want float64) {
+		t.Helper()
+		if math.IsNaN(want) != (got == nil) || got != nil && math.Abs(*got-want) > 0.01*math.Abs(want)+1e-9 {
+			t.Errorf("%s: %v, want %v (±1 %%)", what, deref(got), want)
+		}
+	}
+	type agg struct {
+		n, errors, cold, in, out int64
+		ttft, itl, inTok, outTok []float64
+		models                   map[string]bool
+		client, server           bool
+		trend                    map[time.Time][]float64
+	}
+	services, models := map[string]*agg{}, map[string]*agg{}
+	get := func(m map[string]*agg, k string) *agg {
+		if m[k] == nil {
+			m[k] = &agg{models: map[string]bool{}, trend: map[time.Time][]float64{}}
+		}
+		return m[k]
+	}
+	for _, r := range live {
+		if r.Start.Before(window.From) || !r.Start.Before(window.To) {
+			continue
+		}
+		var aggs []*agg
+		for _, name := range []string{r.Service, r.ServerService} {
+			if name != "" && (name != r.ServerService || r.ServerService != r.Service) {
+				a := get(services, name)
+				a.client = a.client || name == r.Service
+				a.server = a.server || name == r.ServerService
+				aggs = append(aggs, a)
+			}
+		}
+		aggs = append(aggs, get(models, r.Model))
+		for _, a := range aggs {
+			a.n++
+			a.errors += b2i(r.Error)
+			a.cold += b2i(r.ColdStart)
+			a.in += *r.InputTokens
+			a.out += *r.OutputTokens
+			a.ttft = append(a.ttft, deref0(r.TTFT))
+			a.itl = append(a.itl, deref0(r.ITL))
+			a.inTok = append(a.inTok, float64(*r.InputTokens))
+			a.outTok = append(a.outTok, float64(*r.OutputTokens))
+			a.models[r.Model] = true
+			b := r.Start.Truncate(o.Bucket)
+			a.trend[b] = append(a.trend[b], deref0(r.TTFT))
+		}
+	}
+	if len(o.Services) != len(services) || len(o.Models) != len(models) {
+		t.Fatalf("%d services and %d models, want %d and %d", len(o.Services), len(o.Models), len(services), len(models))
+	}
+	for _, s := range o.Services {
+		w := services[s.Service]
+		if w == nil {
+			t.Fatalf("unexpected service %s", s.Service)
+		}
+		role := map[[2]bool]string{{true, false}: "client", {false, true}: "server", {true, true}: "both"}[[2]bool{w.client, w.server}]
+		if int64(s.Requests) != w.n || s.ErrorRate != float64(w.errors)/float64(w.n) || int64(s.ColdStarts) != w.cold ||
+			s.InputTokens != w.in || s.OutputTokens != w.out || s.Role != role || len(s.Models) != len(w.models) {
+			t.Errorf("%s: %+v, want %d requests, %d errors, %d cold, %d/%d tokens, role %s, models %v", s.Service, s, w.n, w.errors, w.cold, w.in, w.out, role, w.models)
+		}
+		near(s.Service+" ttft p50", s.TTFT.P50, stats.Quantile(w.ttft, 0.5))
+		near(s.Service+" ttft p95", s.TTFT.P95, stats.Quantile(w.ttft, 0.95))
+		near(s.Service+" ttft p99", s.TTFT.P99, stats.Quantile(w.ttft, 0.99))
+		near(s.Service+" itl p50", s.ITLP50, stats.Quantile(w.itl, 0.5))
+		points := 0
+		for i, b := range o.Buckets {
+			want := math.NaN()
+			if v := w.trend[b]; len(v) > 0 {
+				want = stats.Quantile(v, 0.95)
+				points++
+			}
+			near(fmt.Sprintf("%s trend at %s", s.Service, b.Format(time.TimeOnly)), s.Trend[i], want)
+		}
+		if points < 20 {
+			t.Errorf("%s: only %d trend points to compare", s.Service, points)
+		}
+	}
+	for _, m := range o.Models {
+		w := models[m.Model]
+		if w == nil || int64(m.Requests) != w.n || m.ErrorRate != float64(w.errors)/float64(w.n) || m.Provider != "p" {
+			t.Errorf("model %s: %+v", m.Model, m)
+			continue
+		}
+		near(m.Model+" ttft p99", m.TTFT.P99, stats.Quantile(w.ttft, 0.99))
+		near(m.Model+" itl p50", m.ITLP50, stats.Quantile(w.itl, 0.5))
+		near(m.Model+" input tokens p50", m.InputTokensP50, stats.Quantile(w.inTok, 0.5))
+		near(m.Model+" output tokens p50", m.OutputTokensP50, stats.Quantile(w.outTok, 0.5))
+	}
+}
+
+func deref0(p *float64) float64 {
+	if p == nil {
+		return math.NaN()
+	}
+	return *p
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
