@@ -77,7 +77,7 @@ const serviceNames = "arrayDistinct(arrayFilter(x -> x != '', [service, server_s
 // diagnosis, too slow to hold the page for.
 //
 // A window whose trend buckets are 5 minutes or wider reads the rollups
-// (every request counted, percentiles within ±1 %: overviewRollups);
+// (every request counted, percentiles within ±2.5 %: overviewRollups);
 // shorter windows read the requests themselves (overviewRequests).
 func (q *Queries) Overview(ctx context.Context, r OverviewRequest) (Overview, error) {
 	w := r.Window
@@ -141,9 +141,7 @@ type trendPoint struct {
 // thousand rows each, merged in the engine.
 func (q *Queries) overviewRollups(ctx context.Context, r OverviewRequest, width time.Duration) ([]ServiceOverview, []trendPoint, []ModelOverview, error) {
 	base := rollupRead{project: r.Project, window: r.Window, width: width}
-	svc, trend, model := base, base, base
-	svc.nameJoin, svc.groupBy, svc.hists = true, []string{"name"}, []string{"ttft_ms", "itl_ms"}
-	svc.extra = ", max(name = service) AS is_client, max(name = server_service) AS is_server, groupUniqArray(20)(model) AS models"
+	svc, trend, model := overviewServicesRead(base), base, base
 	trend.nameJoin, trend.groupBy, trend.hists = true, []string{"name", "b"}, []string{"ttft_ms"}
 	model.groupBy, model.hists = []string{"model"}, []string{"ttft_ms", "itl_ms", "input_tokens", "output_tokens"}
 	model.extra = ", anyHeavy(provider) AS provider"
@@ -210,6 +208,23 @@ func known(x float64) *float64 {
 	}
 	return &x
 }
+
+// overviewServicesRead is the overview's per-service rollup read.
+func overviewServicesRead(base rollupRead) rollupRead {
+	base.nameJoin, base.groupBy, base.hists = true, []string{"name"}, []string{"ttft_ms", "itl_ms"}
+	base.extra = ", max(name = service) AS is_client, max(name = server_service) AS is_server, groupUniqArray(20)(model) AS models"
+	return base
+}
+
+// OverviewRollupSQL is the overview's per-service read from the rollups
+// (the query bench times pages against it).
+func OverviewRollupSQL(project uint32, window diagnose.Range) (string, []any) {
+	return overviewServicesRead(rollupRead{project: project, window: window, width: diagnose.Buckets(window)}).sql()
+}
+
+// RollupServes reports whether a window's series and overview come from
+// the rollups.
+func RollupServes(window diagnose.Range) bool { return rollupServes(diagnose.Buckets(window)) }
 
 // serviceRole names a service's side of its LLM calls.
 func serviceRole(client, server bool) string {

@@ -370,11 +370,20 @@ func roughCount(ctx context.Context, ch *clickhouse.Store, where string, args []
 	return int(res.Row(0).Int("n"))
 }
 
-// seriesStatement is the series analysis computes in the engine over a
-// window it loads a sample of, when the window is small enough.
+// seriesStatement is the series analysis reads for a window it loads a
+// sample of: from the rollups, or computed in the engine over the window
+// when its buckets are too narrow for them and it is small enough.
 func seriesStatement(ctx context.Context, ch *clickhouse.Store, project uint32, window diagnose.Range, maxRows int) []statement {
 	where, args := requestWhere(project, window)
-	if rough := roughCount(ctx, ch, where, args); rough <= maxRows || rough > analysis.SeriesExactMax {
+	rough := roughCount(ctx, ch, where, args)
+	if rough <= maxRows {
+		return nil
+	}
+	if analysis.RollupServes(window) {
+		sql, args := analysis.RollupSQL(project, window, diagnose.Buckets(window), "", "")
+		return []statement{{sql, args}}
+	}
+	if rough > analysis.SeriesExactMax {
 		return nil
 	}
 	sql, args := analysis.SeriesSQL(where, args, diagnose.Buckets(window))
@@ -476,6 +485,12 @@ func statements(op string, project uint32, window, before diagnose.Range, rough 
 		return append([]statement{loadStatement(project, window, rough, maxRows), loadStatement(project, baseline, rough, maxRows/2), servers(span),
 			metricsStatement(project, window, width), metricsStatement(project, baseline, width), events}, series...)
 	case "overview":
+		if analysis.RollupServes(window) {
+			// Its per-service read of the rollups (the trend and model
+			// reads alike run beside it).
+			sql, args := analysis.OverviewRollupSQL(project, window)
+			return []statement{{sql, args}}
+		}
 		// Its per-service aggregate over the table it reads (the stored
 		// sample for a busy window), then the counts that plan it.
 		where, args := requestWhere(project, window)

@@ -1,6 +1,6 @@
 -- Requests aggregated per 5 minutes and per hour, per (service,
 -- server_service, model, provider): counts, token sums and a log-scale
--- histogram (buckets 2 % wide) of every latency and token column. A
+-- histogram (buckets 5 % wide) of every latency and token column. A
 -- window's chart series and the overview read these instead of every
 -- request under FINAL (store/clickhouse/rollup.go says how they stay right
 -- when the assembler rewrites a request: signed rows, the replaced version
