@@ -371,20 +371,17 @@ func roughCount(ctx context.Context, ch *clickhouse.Store, where string, args []
 }
 
 // seriesStatement is the series analysis reads for a window it loads a
-// sample of: from the rollups, or computed in the engine over the window
-// when its buckets are too narrow for them and it is small enough.
+// sample of when the window is small enough: from the rollups, or
+// computed in the engine over the window when its buckets are too narrow
+// for them.
 func seriesStatement(ctx context.Context, ch *clickhouse.Store, project uint32, window diagnose.Range, maxRows int) []statement {
 	where, args := requestWhere(project, window)
-	rough := roughCount(ctx, ch, where, args)
-	if rough <= maxRows {
+	if rough := roughCount(ctx, ch, where, args); rough <= maxRows || rough > analysis.SeriesExactMax {
 		return nil
 	}
 	if analysis.RollupServes(window) {
 		sql, args := analysis.RollupSQL(project, window, diagnose.Buckets(window), "", "")
 		return []statement{{sql, args}}
-	}
-	if rough > analysis.SeriesExactMax {
-		return nil
 	}
 	sql, args := analysis.SeriesSQL(where, args, diagnose.Buckets(window))
 	return []statement{{sql, args}}
