@@ -55,6 +55,9 @@ type Overview struct {
 	// Sampled: the busiest services' figures come from the stored sample
 	// (1/16, or 1/256 for the very busiest), counts and token sums scaled.
 	Sampled bool
+	// FromRollups: every figure comes from the rollups (percentiles within
+	// ±2.5 %, the window widened to whole 5 minutes).
+	FromRollups bool
 }
 
 // OverviewRequest names the window of an overview.
@@ -84,7 +87,7 @@ func (q *Queries) Overview(ctx context.Context, r OverviewRequest) (Overview, er
 	out := Overview{Window: w, Bucket: diagnose.Buckets(w)}
 	var trends []trendPoint
 	var err error
-	if rollupServes(out.Bucket) {
+	if out.FromRollups = rollupServes(out.Bucket); out.FromRollups {
 		out.Services, trends, out.Models, err = q.overviewRollups(ctx, r, out.Bucket)
 	} else {
 		out.Services, trends, out.Models, out.Sampled, err = q.overviewRequests(ctx, r, out.Bucket)

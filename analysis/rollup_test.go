@@ -194,8 +194,8 @@ func TestOverviewFromRollupsMatchesRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Bucket != 5*time.Minute || o.Sampled {
-		t.Fatalf("bucket %v, sampled %v: the test needs 5-minute buckets, not sampled", o.Bucket, o.Sampled)
+	if o.Bucket != 5*time.Minute || o.Sampled || !o.FromRollups {
+		t.Fatalf("bucket %v, sampled %v, from rollups %v: the test needs 5-minute buckets read from the rollups", o.Bucket, o.Sampled, o.FromRollups)
 	}
 	near := func(what string, got *float64, want float64) {
 		t.Helper()

@@ -131,6 +131,9 @@ func (s *Server) overviewPage(c echo.Context) error {
 		v.VerdictNote += fmt.Sprintf(" This window holds %s requests: the busiest services' and models' figures come from a stored sample of them (1/16, or 1/256 for the very busiest; counts scaled up, within a few percent); quieter ones are exact.",
 			humanInt(int64(total)))
 	}
+	if ov.FromRollups {
+		v.VerdictNote += " Counts cover every request; percentiles come from 5-minute rollups (histograms of 5 %-wide buckets, within ±2.5 %)."
+	}
 	v.Chart = overviewChart(ov)
 	for _, m := range ov.Models {
 		mq := url.Values{}
