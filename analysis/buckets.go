@@ -52,32 +52,45 @@ func (q *Queries) requestBuckets(ctx context.Context, where string, args []any, 
 	out := make([]diagnose.Bucket, 0, r.Len())
 	for i := range r.Len() {
 		row := r.Row(i)
-		n := row.Int("n")
-		b := diagnose.Bucket{
-			Start: row.Time("bucket"), Requests: int(n), RatePerSec: float64(n) / width.Seconds(),
-			InputTokens: row.Int("input_tokens"), OutputTokens: row.Int("output_tokens"),
-			ColdStarts: int(row.Int("cold")), Errors: int(row.Int("errors")),
-			P95: map[string]float64{},
-		}
+		levels := map[string][]float64{}
 		for _, c := range diagnose.Components {
 			qs := row.Floats("q_" + c)
 			if want := len(seriesLevels(c)); len(qs) != want {
 				return nil, fmt.Errorf("series: %d quantiles of %s, want %d", len(qs), c, want)
 			}
-			p95 := qs[len(qs)/2] // the middle level: 0.95 of (0.95) or of (0.5, 0.95, 0.99)
-			if !math.IsNaN(p95) {
-				b.P95[c] = p95
+			if len(qs) == 1 { // p95 alone
+				qs = []float64{math.NaN(), qs[0], math.NaN()}
 			}
-			switch c {
-			case diagnose.ComponentTTFT:
-				b.TTFT = diagnose.PercentilesOf(qs[0], qs[1], qs[2])
-			case diagnose.ComponentITL:
-				b.ITL = diagnose.PercentilesOf(qs[0], qs[1], qs[2])
-			}
+			levels[c] = qs
 		}
-		out = append(out, b)
+		out = append(out, newBucket(row.Time("bucket"), row.Int("n"), width, row.Int("input_tokens"), row.Int("output_tokens"),
+			row.Int("cold"), row.Int("errors"), func(c string) []float64 { return levels[c] }))
 	}
 	return out, nil
+}
+
+// newBucket is a chart bucket of n requests of a series of the given
+// width; levels gives each component's p50, p95 and p99 (NaN where not
+// computed, or with no value).
+func newBucket(start time.Time, n int64, width time.Duration, inTokens, outTokens, cold, errors int64, levels func(component string) []float64) diagnose.Bucket {
+	b := diagnose.Bucket{
+		Start: start, Requests: int(n), RatePerSec: float64(n) / width.Seconds(),
+		InputTokens: inTokens, OutputTokens: outTokens, ColdStarts: int(cold), Errors: int(errors),
+		P95: map[string]float64{},
+	}
+	for _, c := range diagnose.Components {
+		qs := levels(c)
+		if !math.IsNaN(qs[1]) {
+			b.P95[c] = qs[1]
+		}
+		switch c {
+		case diagnose.ComponentTTFT:
+			b.TTFT = diagnose.PercentilesOf(qs[0], qs[1], qs[2])
+		case diagnose.ComponentITL:
+			b.ITL = diagnose.PercentilesOf(qs[0], qs[1], qs[2])
+		}
+	}
+	return b
 }
 
 // seriesLevels are the quantiles a bucket keeps of a component: p50, p95

@@ -236,25 +236,10 @@ func (q *Queries) rollupBuckets(ctx context.Context, project uint32, window diag
 		if n <= 0 {
 			continue // every request of the bucket was retracted
 		}
-		b := diagnose.Bucket{
-			Start: row.Time("b"), Requests: int(n), RatePerSec: float64(n) / width.Seconds(),
-			InputTokens: row.Int("input_tokens_sum"), OutputTokens: row.Int("output_tokens_sum"),
-			ColdStarts: int(row.Int("cold_starts")), Errors: int(row.Int("errors")),
-			P95: map[string]float64{},
-		}
-		for _, comp := range diagnose.Components {
-			qs := rollupHist(row, componentColumn(comp)).quantiles(0.5, 0.95, 0.99)
-			if !math.IsNaN(qs[1]) {
-				b.P95[comp] = qs[1]
-			}
-			switch comp {
-			case diagnose.ComponentTTFT:
-				b.TTFT = diagnose.PercentilesOf(qs[0], qs[1], qs[2])
-			case diagnose.ComponentITL:
-				b.ITL = diagnose.PercentilesOf(qs[0], qs[1], qs[2])
-			}
-		}
-		out = append(out, b)
+		out = append(out, newBucket(row.Time("b"), n, width, row.Int("input_tokens_sum"), row.Int("output_tokens_sum"),
+			row.Int("cold_starts"), row.Int("errors"), func(c string) []float64 {
+				return rollupHist(row, componentColumn(c)).quantiles(0.5, 0.95, 0.99)
+			}))
 	}
 	slices.SortFunc(out, func(a, b diagnose.Bucket) int { return a.Start.Compare(b.Start) })
 	return out, nil
