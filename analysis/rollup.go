@@ -33,12 +33,6 @@ func (h histogram) add(keys, counts []float64) {
 	}
 }
 
-func (h histogram) merge(o histogram) {
-	for k, n := range o {
-		h[k] += n
-	}
-}
-
 // quantiles are the type-7 quantiles (as stats.Quantile) of the values the
 // histogram counts, each read as its bucket's middle; NaN when it is empty.
 func (h histogram) quantiles(qs ...float64) []float64 {
