@@ -13,6 +13,7 @@ import (
 // holds (0 for values ≤ 0).
 func TestHistKeyMatchesEngine(t *testing.T) {
 	s := openTemp(t, t.TempDir())
+	defer s.Close()
 	values := []float64{0, -3, 1e-9, 0.001, 0.5, 1, 1.05, 2, 99.999, 100, 1234.5678, 6e5, 3.6e6, 1e12, 1e300}
 	for i := 1; i < 200; i++ {
 		values = append(values, math.Pow(1.037, float64(i))*0.37)
