@@ -123,11 +123,11 @@ func (r *Receiver) exportTraces(ctx context.Context, project uint32, req *coltra
 		res = normalize.Traces(project, req, r.now(), r.Limits)
 	} else {
 		var err error
-		if res, err = tracesFromProtobuf(project, raw, r.now(), r.Limits); err != nil {
+		if res, err = tracesAttrsFromProtobuf(project, raw, r.now(), r.Limits); err != nil {
 			return nil, err
 		}
 	}
-	out, err := r.submit(ctx, KindTraces, project, req, raw, Rows{Spans: res.Spans}, "traces", transport, res.Rejected, res.Errors)
+	out, err := r.submit(ctx, KindTraces, project, req, raw, Rows{Spans: res.Spans, spanAttrs: res.Attrs}, "traces", transport, res.Rejected, res.Errors)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +149,16 @@ func (e malformedError) Error() string { return e.err.Error() }
 // generated structs (the largest receiver cost); anything else goes
 // through the generated decoder, which yields the same rows.
 func tracesFromProtobuf(project uint32, body []byte, now time.Time, lim normalize.Limits) (normalize.TraceResult, error) {
-	if res, ok := normalize.TracesWire(project, body, now, lim); ok {
+	res, err := tracesAttrsFromProtobuf(project, body, now, lim)
+	res.MaterializeAttrs()
+	return res, err
+}
+
+// tracesAttrsFromProtobuf is tracesFromProtobuf with the attributes of
+// wire-read spans left in res.Attrs (normalize.TracesWireAttrs): the
+// pipeline encodes them for the embedded engine without building maps.
+func tracesAttrsFromProtobuf(project uint32, body []byte, now time.Time, lim normalize.Limits) (normalize.TraceResult, error) {
+	if res, ok := normalize.TracesWireAttrs(project, body, now, lim); ok {
 		return res, nil
 	}
 	var req coltracepb.ExportTraceServiceRequest

@@ -16,6 +16,7 @@ type Metrics struct {
 	QueueDepth   prometheus.Gauge // rows acknowledged, not yet in ClickHouse
 	Written      prometheus.Counter
 	WriteLatency prometheus.Histogram
+	WALSync      prometheus.Histogram // one group commit: write + fsync
 	ScrapeUp     *prometheus.GaugeVec // 1 when the last scrape of a /metrics target succeeded
 }
 
@@ -39,10 +40,12 @@ func NewMetrics() *Metrics {
 			Help: "Rows written to ClickHouse."}),
 		WriteLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tokenpath_ingest_write_seconds",
 			Help: "Time to write one sealed segment to ClickHouse.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
+		WALSync: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tokenpath_ingest_wal_sync_seconds",
+			Help: "Time to write and fsync one group of exports to the write-ahead log (their acknowledgement waits for it).", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		ScrapeUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokenpath_scrape_up",
 			Help: "1 if the last scrape of the Prometheus target succeeded, 0 if it failed."}, []string{"target"}),
 	}
-	m.Registry.MustRegister(m.Received, m.Accepted, m.Rejected, m.Requests, m.Overloaded, m.QueueDepth, m.Written, m.WriteLatency, m.ScrapeUp,
+	m.Registry.MustRegister(m.Received, m.Accepted, m.Rejected, m.Requests, m.Overloaded, m.QueueDepth, m.Written, m.WriteLatency, m.WALSync, m.ScrapeUp,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

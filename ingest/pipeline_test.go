@@ -3,11 +3,17 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/tokenpath/tokenpath/app/apptest/otlptest"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
@@ -202,4 +208,142 @@ func TestPipelineRetryAfterFailedInsert(t *testing.T) {
 	if store.tables["events"] != 1 {
 		t.Errorf("instance_started inferred twice: %v", store.tables)
 	}
+}
+
+// TestWireAttributesStoredAsMaps: a protobuf export, whose attributes the
+// wire reader hands over as one list and the pipeline encodes without
+// maps, is stored exactly as the same export decoded by the generated
+// decoder into maps (repeated keys, more than 256 keys, every value type).
+func TestWireAttributesStoredAsMaps(t *testing.T) {
+	ctx := context.Background()
+	ch := openTestStore(t, t.TempDir())
+	p, err := NewPipeline(t.TempDir(), ch, PipelineConfig{}, QuietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.wal.Close()
+	if !p.native {
+		t.Fatal("the embedded store must take Native blocks")
+	}
+	recv := &Receiver{Pipeline: p, Log: QuietLog}
+	str := func(k, v string) *commonpb.KeyValue {
+		return &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v}}}
+	}
+	t0 := time.Now().Add(-time.Minute)
+	export := func(seed uint64) *coltracepb.ExportTraceServiceRequest {
+		req := otlptest.Traces(seed, 3, t0)
+		spans := req.ResourceSpans[0].ScopeSpans[0].Spans
+		spans[1].Attributes = append(spans[1].Attributes, str("dup", "first"), str("x", "y"), str("dup", "second"),
+			&commonpb.KeyValue{Key: "i", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: -7}}},
+			&commonpb.KeyValue{Key: "d", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: 0.1}}},
+			&commonpb.KeyValue{Key: "b", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{BoolValue: true}}},
+			&commonpb.KeyValue{Key: "raw", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_BytesValue{BytesValue: []byte{0, 0xff}}}},
+			&commonpb.KeyValue{Key: "list", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{
+				Values: []*commonpb.AnyValue{{Value: &commonpb.AnyValue_StringValue{StringValue: "a"}}}}}}},
+			&commonpb.KeyValue{Key: "empty"})
+		for i := 0; i < 300; i++ {
+			spans[2].Attributes = append(spans[2].Attributes, str(fmt.Sprintf("k%03d", i), fmt.Sprint(i)))
+		}
+		return req
+	}
+	wire, generated := export(41), export(42)
+	body, err := proto.Marshal(wire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recv.exportTraces(ctx, 1, nil, body, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recv.exportTraces(ctx, 1, generated, nil, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	read := func(seed uint64) []telemetry.Span {
+		r, err := ch.Query(ctx, "SELECT "+clickhouse.SpanColumns+" FROM spans FINAL WHERE trace_id = ? ORDER BY span_id", otlptest.TraceHex(seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := clickhouse.ScanSpans(r)
+		for i := range out {
+			out[i].TraceID = ""
+		}
+		return out
+	}
+	got, want := read(41), read(42)
+	if len(want) != 3 || len(want[2].Attributes) != 256 || want[1].Attributes["dup"] != "second" {
+		t.Fatalf("generated decoder's spans: %d, %d attributes on the third, dup = %q", len(want), len(want[2].Attributes), want[1].Attributes["dup"])
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("spans read from the wire stored as\n %+v\nwant\n %+v", got, want)
+	}
+}
+
+// TestPipelineFlushPolicy: the writer inserts once a third of
+// MaxPendingRows waits or FlushInterval after its last write, and not for
+// a kick that came while fewer rows wait (an insert's rows counted).
+func TestPipelineFlushPolicy(t *testing.T) {
+	ch := openTestStore(t, t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	t0 := time.Now().Add(-time.Minute)
+	stored := func(seed uint64) int64 {
+		return count(t, ch, "SELECT count() AS n FROM spans WHERE trace_id = ?", otlptest.TraceHex(seed))
+	}
+	waitStored := func(seed uint64, want int64, within time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for stored(seed) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("trace %d: %d spans stored after %s, want %d", seed, stored(seed), within, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	// By rows: 30 pending rows allowed, 10 trigger an insert; no interval.
+	p, err := NewPipeline(t.TempDir(), ch, PipelineConfig{MaxPendingRows: 30, FlushInterval: time.Hour}, QuietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	recv := &Receiver{Pipeline: p, Log: QuietLog}
+	if _, err := recv.exportTraces(ctx, 1, otlptest.Traces(51, 6, t0), nil, "test"); err != nil {
+		t.Fatal(err)
+	}
+	p.kick <- struct{}{} // as if sent during an earlier insert
+	time.Sleep(time.Second)
+	if n := stored(51); n != 0 {
+		t.Fatalf("6 of 10 rows waiting: %d spans inserted", n)
+	}
+	if _, err := recv.exportTraces(ctx, 1, otlptest.Traces(51, 4, t0.Add(time.Second)), nil, "test"); err != nil {
+		t.Fatal(err)
+	}
+	waitStored(51, 10, 10*time.Second)
+	for deadline := time.Now().Add(5 * time.Second); p.nPend.Load() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rows pending after the insert", p.nPend.Load())
+		}
+	}
+	cancel()
+	<-done
+
+	// By time: a short interval writes what waits, however little.
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	p, err = NewPipeline(t.TempDir(), ch, PipelineConfig{MaxPendingRows: 30, FlushInterval: 200 * time.Millisecond}, QuietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done = make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	recv = &Receiver{Pipeline: p, Log: QuietLog}
+	if _, err := recv.exportTraces(ctx, 1, otlptest.Traces(52, 2, t0), nil, "test"); err != nil {
+		t.Fatal(err)
+	}
+	waitStored(52, 2, 10*time.Second)
+	cancel()
+	<-done
 }

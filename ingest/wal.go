@@ -128,6 +128,9 @@ type WAL struct {
 	// append retries, so a full disk heals without a restart.
 	broken bool
 	close  sync.Once
+	// onSync, when set, is told how long each group commit's write and
+	// fsync took: an export's acknowledgement waits for one.
+	onSync func(time.Duration)
 }
 
 type appendReq struct {
@@ -173,11 +176,14 @@ func checkFree(dir string, n int) error {
 
 // OpenWAL opens dir; existing segments are left sealed for replay and new
 // appends go to a fresh segment.
-func OpenWAL(dir string) (*WAL, error) {
+func OpenWAL(dir string) (*WAL, error) { return openWAL(dir, nil) }
+
+// openWAL is OpenWAL reporting each group commit's duration to onSync.
+func openWAL(dir string, onSync func(time.Duration)) (*WAL, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create wal dir: %w", err)
 	}
-	w := &WAL{dir: dir, reqs: make(chan *appendReq, 1024), done: make(chan struct{}), exited: make(chan struct{})}
+	w := &WAL{dir: dir, reqs: make(chan *appendReq, 1024), done: make(chan struct{}), exited: make(chan struct{}), onSync: onSync}
 	segs, err := w.Sealed()
 	if err != nil {
 		return nil, err
@@ -293,9 +299,13 @@ func (w *WAL) commitLoop() {
 			}
 			continue
 		}
+		t0 := time.Now()
 		_, err := w.cur.Write(buf)
 		if err == nil {
 			err = w.cur.Sync()
+		}
+		if w.onSync != nil {
+			w.onSync(time.Since(t0))
 		}
 		if err == nil {
 			w.size += int64(len(buf))

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,7 +34,12 @@ type ingestOptions struct {
 	InProcess       bool   // run the server inside the bench (for profiling)
 	CPUProfile      string // with InProcess: CPU profile of the load phases
 	EngineRows      int    // rows for the raw engine insert measurement
-	Log             io.Writer
+	// FixedRate, when positive, replaces the max-throughput phase by an
+	// open loop at this many spans/s (and the half-load phase runs at half
+	// of it), so two builds can be compared on the same offered load and
+	// the same stored spans (env TOKENPATH_BENCH_INGEST_RATE).
+	FixedRate float64
+	Log       io.Writer
 }
 
 // phaseStats is what one load phase measured.
@@ -149,6 +155,20 @@ func (o *ingestOptions) defaults() {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	if o.FixedRate == 0 {
+		if v, err := strconv.ParseFloat(os.Getenv("TOKENPATH_BENCH_INGEST_RATE"), 64); err == nil && v > 0 {
+			o.FixedRate = v
+		}
+	}
+}
+
+// logPhaseCPU logs what a phase cost the server per acknowledged span.
+func logPhaseCPU(logf func(string, ...any), tr, phase string, p *phaseStats) {
+	logf("%s: %s phase: %d spans acked at %.0f/s, server CPU per span %s (phase + drain), %s until assembled; %.2f server cores, %.2f other cores; assembler at most %s behind, caught up %s after the drain; export latency p50 %s p90 %s p99 %s p99.9 %s max %s",
+		tr, phase, p.Acked, p.AckedRate, p.ServerCPUPerSpan.Round(10*time.Nanosecond), p.AssembledCPUPerSpan.Round(10*time.Nanosecond),
+		p.ServerCores, p.OtherCores, p.AssemblerMaxLag.Round(100*time.Millisecond), p.AssemblerCatchUp.Round(100*time.Millisecond),
+		p.percentile(0.5).Round(time.Millisecond), p.percentile(0.9).Round(time.Millisecond), p.percentile(0.99).Round(time.Millisecond),
+		p.percentile(0.999).Round(time.Millisecond), p.percentile(1).Round(time.Millisecond))
 }
 
 // runIngest runs the whole ingest bench and returns its figures.
@@ -183,18 +203,28 @@ func runIngest(ctx context.Context, opts ingestOptions) (*ingestReport, error) {
 	runErr := func() error {
 		for _, tr := range opts.Transports {
 			res := transportResult{Transport: tr}
-			logf("%s: max-throughput phase, %d exporters, %s", tr, opts.Concurrency, opts.Duration)
-			res.Max = t.closedLoop(ctx, tr, opts.Concurrency, opts.Duration)
+			if opts.FixedRate > 0 {
+				logf("%s: fixed-rate phase at %.0f spans/s (instead of max throughput), %s", tr, opts.FixedRate, opts.Duration)
+				res.Max = t.openLoop(ctx, tr, opts.FixedRate, opts.Duration)
+			} else {
+				logf("%s: max-throughput phase, %d exporters, %s", tr, opts.Concurrency, opts.Duration)
+				res.Max = t.closedLoop(ctx, tr, opts.Concurrency, opts.Duration)
+			}
+			logPhaseCPU(logf, tr, "first", &res.Max)
 			logf("%s: acknowledged %d spans (%.0f/s, steady %.0f/s acked, %.0f/s written), %d overloaded, %d failed; drained %.0f rows in %s",
 				tr, res.Max.Acked, res.Max.AckedRate, res.Max.SteadyAcked, res.Max.SteadyWrite, res.Max.Overloaded, res.Max.Failed, res.Max.Backlog, res.Max.Drain.Round(time.Millisecond))
 			if res.Max.Sustained <= 0 {
 				return fmt.Errorf("%s: no span was acknowledged (first error: %s); server log:\n%s", tr, res.Max.FirstError, tail(t.serverLog, 3000))
 			}
 			rate := res.Max.Sustained / 2
+			if opts.FixedRate > 0 {
+				rate = opts.FixedRate / 2
+			}
 			logf("%s: latency phase at %.0f spans/s for %s", tr, rate, opts.LatencyDuration)
 			res.Half = t.openLoop(ctx, tr, rate, opts.LatencyDuration)
 			logf("%s: p50 %s p99 %s over %d exports, %d overloaded, %d failed", tr, res.Half.percentile(0.5).Round(time.Millisecond),
 				res.Half.percentile(0.99).Round(time.Millisecond), res.Half.Exports, res.Half.Overloaded, res.Half.Failed)
+			logPhaseCPU(logf, tr, "half-load", &res.Half)
 			for _, p := range []*phaseStats{&res.Max, &res.Half} {
 				rep.Acked += p.Acked
 				rep.Uncertain += p.FailedSpans

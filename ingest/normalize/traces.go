@@ -15,7 +15,10 @@ import (
 
 // TraceResult is the outcome of normalizing one trace export request.
 type TraceResult struct {
-	Spans    []telemetry.Span
+	Spans []telemetry.Span
+	// Attrs holds the spans' attributes instead of their Attributes maps
+	// when the result comes from TracesWireAttrs; nil otherwise.
+	Attrs    *Attrs
 	Rejected int64
 	// Errors holds the first few reject reasons, for
 	// partial_success.error_message.

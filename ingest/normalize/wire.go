@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -30,8 +31,22 @@ import (
 // every body TracesWire accepts, its result equals theirs
 // (TestTracesWireMatchesGenerated and FuzzTracesWire check it).
 func TracesWire(projectID uint32, body []byte, now time.Time, lim Limits) (TraceResult, bool) {
+	res, ok := TracesWireAttrs(projectID, body, now, lim)
+	if ok {
+		res.MaterializeAttrs()
+	}
+	return res, ok
+}
+
+// TracesWireAttrs is TracesWire with the spans' attributes in res.Attrs,
+// one list for the whole export, instead of a map per span (their
+// Attributes are nil): what a caller that only encodes the spans for
+// ClickHouse needs, without building and walking ~1000 maps an export.
+// res.MaterializeAttrs turns them into the maps TracesWire returns.
+func TracesWireAttrs(projectID uint32, body []byte, now time.Time, lim Limits) (TraceResult, bool) {
 	lim = lim.withDefaults()
-	w := wireReader{lim: lim, now: now, project: projectID, keys: map[string]attrKey{}}
+	w := wireReader{lim: lim, now: now, project: projectID, keys: map[string]attrKey{}, ids: map[string]uint32{}}
+	w.res.Attrs = newAttrs(len(body))
 	read := eachField(body, func(num protowire.Number, typ protowire.Type, v []byte) bool {
 		if num != 1 {
 			return true // unknown field: skipped, as proto.Unmarshal keeps it aside
@@ -39,10 +54,90 @@ func TracesWire(projectID uint32, body []byte, now time.Time, lim Limits) (Trace
 		return typ == protowire.BytesType && w.resourceSpans(v)
 	})
 	if !read {
+		w.res.Attrs.Release() // nothing refers to it
 		return TraceResult{}, false
 	}
 	w.res.Rejected, w.res.Errors = w.errs.rejected, w.errs.reasons
 	return w.res, true
+}
+
+// Attrs are the attributes of a TraceResult's spans (TracesWireAttrs) as
+// one list in wire order: span i's are the entries from Ends[i-1] (0 for
+// the first span) to Ends[i]; entry j is the key Names[Keys[j]] with the
+// value Values[Bounds[2j]:Bounds[2j+1]]. They are exactly what the span's
+// Attributes map would hold: keys and values clamped to the limits, each
+// key once (a repeated key's last value, in its first place), at most
+// MaxAttributes keys. Names holds each distinct key once.
+type Attrs struct {
+	Ends   []int
+	Names  []string
+	Keys   []uint32
+	Bounds []uint32
+	Values []byte
+}
+
+// attrsPool keeps released Attrs' buffers for the next export.
+var attrsPool sync.Pool
+
+// newAttrs returns empty Attrs, sized for an export of body bytes when
+// none is pooled (~24 wire bytes an attribute).
+func newAttrs(body int) *Attrs {
+	if a, ok := attrsPool.Get().(*Attrs); ok {
+		return a
+	}
+	n := body / 24
+	return &Attrs{Keys: make([]uint32, 0, n), Bounds: make([]uint32, 0, 2*n), Values: make([]byte, 0, body/2)}
+}
+
+// Release hands a's buffers to the next TracesWireAttrs call: neither a
+// nor anything read from it without copying (Values) may be used after.
+func (a *Attrs) Release() {
+	if cap(a.Values) > 16<<20 {
+		return // an outsized export's buffers are left to the GC
+	}
+	clear(a.Names)
+	*a = Attrs{Ends: a.Ends[:0], Names: a.Names[:0], Keys: a.Keys[:0], Bounds: a.Bounds[:0], Values: a.Values[:0]}
+	attrsPool.Put(a)
+}
+
+// Len is the number of spans a holds attributes for.
+func (a *Attrs) Len() int { return len(a.Ends) }
+
+// Map returns span i's attributes as the map Traces builds; values share
+// one string per call.
+func (a *Attrs) Map(i int) map[string]string {
+	from := 0
+	if i > 0 {
+		from = a.Ends[i-1]
+	}
+	to := a.Ends[i]
+	out := make(map[string]string, to-from)
+	if to == from {
+		return out
+	}
+	lo, hi := a.Bounds[2*from], a.Bounds[2*from+1]
+	for j := from; j < to; j++ {
+		lo, hi = min(lo, a.Bounds[2*j]), max(hi, a.Bounds[2*j+1])
+	}
+	values := string(a.Values[lo:hi])
+	for j := from; j < to; j++ {
+		out[a.Names[a.Keys[j]]] = values[a.Bounds[2*j]-lo : a.Bounds[2*j+1]-lo]
+	}
+	return out
+}
+
+// MaterializeAttrs moves Attrs into each span's Attributes map, then
+// releases Attrs (Release) and clears it; a result without Attrs is left
+// as it is.
+func (r *TraceResult) MaterializeAttrs() {
+	if r.Attrs == nil {
+		return
+	}
+	for i := range r.Spans {
+		r.Spans[i].Attributes = r.Attrs.Map(i)
+	}
+	r.Attrs.Release()
+	r.Attrs = nil
 }
 
 // wireReader holds one TracesWire call's state.
@@ -55,20 +150,28 @@ type wireReader struct {
 	// keys interns attribute keys (an export repeats the same few dozen)
 	// with what the convention rules need to know of each.
 	keys map[string]attrKey
+	// ids numbers the distinct stored keys (after clamping; Attrs.Names
+	// by id), so a span's repeated keys are found without a map: seen[id]
+	// is the span that last had the key (gen), slot[id] its entry.
+	ids  map[string]uint32
+	seen []uint32
+	slot []int32
+	gen  uint32
+	// byPos[i] is the key of the last attribute read at position i of a
+	// span (keyValue).
+	byPos []attrKey
 	// scratch, reused span to span
 	kvs   []wireKV
 	attrs [][]byte
-	// values: a span's attribute values back to back, made one string
-	// (one allocation per span instead of one per value).
-	values []byte
-	ends   []int
 }
 
 // attrKey is an interned attribute key.
 type attrKey struct {
 	name       string
-	convention bool // one of conventionKeys
-	latency    bool // starts with serverLatencyPrefix
+	stored     string // name clamped to MaxKeyBytes: the key as stored
+	id         uint32 // numbers stored: Attrs.Names[id] == stored
+	convention bool   // one of conventionKeys
+	latency    bool   // starts with serverLatencyPrefix
 }
 
 // wireKV is one attribute as read from the wire: its key and a value that
@@ -188,6 +291,7 @@ func (w *wireReader) resourceSpans(msg []byte) bool {
 			span.Resource = resAttrs
 			span.ResourceHash = resHash
 			w.res.Spans = append(w.res.Spans, span)
+			w.res.Attrs.Ends = append(w.res.Attrs.Ends, len(w.res.Attrs.Keys))
 			return true
 		})
 		if !ok {
@@ -294,8 +398,8 @@ func (w *wireReader) span(msg []byte) (telemetry.Span, string, bool) {
 	// Attributes are read (and validated) before the span is judged, as
 	// proto.Unmarshal would refuse the whole request for a bad one.
 	w.kvs = w.kvs[:0]
-	for _, a := range attrs {
-		kv, ok := w.keyValue(a)
+	for i, a := range attrs {
+		kv, ok := w.keyValue(a, i)
 		if !ok {
 			return telemetry.Span{}, "", false
 		}
@@ -320,37 +424,61 @@ func (w *wireReader) span(msg []byte) (telemetry.Span, string, bool) {
 		}
 		view.server = view.server || kv.key.latency
 	}
-	w.values, w.ends = w.values[:0], w.ends[:0]
-	for i := range w.kvs {
-		w.values = w.kvs[i].appendValue(w.values, w.lim.MaxValueBytes)
-		w.ends = append(w.ends, len(w.values))
+	if !w.appendAttrs() {
+		return telemetry.Span{}, "", false
 	}
-	values := string(w.values)
-	out := make(map[string]string, min(len(w.kvs), w.lim.MaxAttributes))
-	from := 0
+	return buildSpan(f, &view, nil, w.lim), "", true
+}
+
+// appendAttrs adds the current span's attributes (w.kvs) to res.Attrs as
+// flattenAttributes would put them in its map: in wire order, a repeated
+// key's value replacing the first one's, keys past MaxAttributes dropped.
+// It reports false when the export's values outgrow Attrs' offsets.
+func (w *wireReader) appendAttrs() bool {
+	a := w.res.Attrs
+	w.gen++
+	from := len(a.Keys)
 	for i := range w.kvs {
-		key := w.kvs[i].key.name
-		value := values[from:w.ends[i]]
-		from = w.ends[i]
-		if len(key) > w.lim.MaxKeyBytes {
-			key = cleanString(key, w.lim.MaxKeyBytes)
+		kv := &w.kvs[i]
+		start := len(a.Values)
+		a.Values = kv.appendValue(a.Values, w.lim.MaxValueBytes)
+		if len(a.Values) > math.MaxUint32 {
+			return false
 		}
-		if _, seen := out[key]; !seen && len(out) >= w.lim.MaxAttributes {
+		id := kv.key.id
+		if w.seen[id] == w.gen {
+			// A repeated key: its last value wins, in the first one's place.
+			j := w.slot[id]
+			a.Bounds[2*j], a.Bounds[2*j+1] = uint32(start), uint32(len(a.Values))
 			continue
 		}
-		out[key] = value
+		if len(a.Keys)-from >= w.lim.MaxAttributes {
+			a.Values = a.Values[:start]
+			continue
+		}
+		w.seen[id], w.slot[id] = w.gen, int32(len(a.Keys))
+		a.Keys = append(a.Keys, id)
+		a.Bounds = append(a.Bounds, uint32(start), uint32(len(a.Values)))
 	}
-	return buildSpan(f, &view, out, w.lim), "", true
+	return true
 }
 
 // keyValue reads one KeyValue message.
-func (w *wireReader) keyValue(msg []byte) (wireKV, bool) {
+func (w *wireReader) keyValue(msg []byte, pos int) (wireKV, bool) {
 	var kv wireKV
 	var key []byte
+	// The key the attribute at this position had in the span before: the
+	// spans of an export mostly list the same keys in the same order, and
+	// comparing bytes is cheaper than hashing them for the intern map (and
+	// than checking UTF-8 again).
+	var last *attrKey
+	if pos < len(w.byPos) {
+		last = &w.byPos[pos]
+	}
 	ok := eachField(msg, func(num protowire.Number, typ protowire.Type, v []byte) bool {
 		switch num {
 		case 1: // key
-			if typ != protowire.BytesType || !utf8.Valid(v) {
+			if typ != protowire.BytesType || !(last != nil && string(v) == last.name || utf8.Valid(v)) {
 				return false
 			}
 			key = v
@@ -368,12 +496,34 @@ func (w *wireReader) keyValue(msg []byte) (wireKV, bool) {
 	if !ok {
 		return wireKV{}, false
 	}
+	if last != nil && string(key) == last.name {
+		kv.key = *last
+		return kv, true
+	}
 	k, interned := w.keys[string(key)]
 	if !interned {
 		k.name = string(key)
 		_, k.convention = conventionKeys[k.name]
 		k.latency = strings.HasPrefix(k.name, serverLatencyPrefix)
+		k.stored = k.name
+		if len(k.stored) > w.lim.MaxKeyBytes {
+			k.stored = cleanString(k.stored, w.lim.MaxKeyBytes)
+		}
+		id, known := w.ids[k.stored]
+		if !known {
+			id = uint32(len(w.ids))
+			w.ids[k.stored] = id
+			w.seen = append(w.seen, 0)
+			w.slot = append(w.slot, 0)
+			w.res.Attrs.Names = append(w.res.Attrs.Names, k.stored)
+		}
+		k.id = id
 		w.keys[k.name] = k
+	}
+	if pos < len(w.byPos) {
+		w.byPos[pos] = k
+	} else if pos == len(w.byPos) {
+		w.byPos = append(w.byPos, k)
 	}
 	kv.key = k
 	return kv, true

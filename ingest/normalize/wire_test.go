@@ -334,4 +334,114 @@ func BenchmarkTracesWire(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/span")
 	})
+	b.Run("TracesWireAttrs", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			res, ok := TracesWireAttrs(7, body, now, Limits{})
+			if !ok || len(res.Spans) != 1000 {
+				b.Fatalf("ok=%v, %d spans", ok, len(res.Spans))
+			}
+			res.Attrs.Release() // as the pipeline does once the spans are encoded
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/span")
+	})
+}
+
+// TestTracesWireAttrs: the attribute list TracesWireAttrs returns instead
+// of maps holds, span by span, exactly the map the generated decoder and
+// Traces build (repeated keys, keys past MaxAttributes, long keys that
+// collide once cut, rejected spans in between), each key once per span,
+// each name once; released lists are reused without leaking into the
+// next export.
+func TestTracesWireAttrs(t *testing.T) {
+	long := "a.key.longer.than.sixteen.bytes"
+	dup := newSpan("dup", str("k", "first"), i64("n", 1), str("k", "second"), boolean("b", true), str("k", "third"))
+	many := newSpan("many")
+	for i := 0; i < 12; i++ {
+		many.Attributes = append(many.Attributes, str(fmt.Sprintf("key.%02d", i), fmt.Sprint(i)))
+	}
+	many.Attributes = append(many.Attributes, str("key.03", "late value of a kept key"), str("key.11", "dropped key"))
+	cut := newSpan("cut", str(long+".one", "1"), str(long+".two", "2"), str(long[:16], "3"), f64("x", 0.25))
+	bad := newSpan("bad", str("k", "never stored"))
+	bad.SpanId = []byte{1}
+	none := newSpan("none")
+	lists := kv("list", arr(sv("a"), kvlist(i64("b", 1))))
+	req := traceRequest([]*commonpb.KeyValue{str("service.name", "s")}, dup, bad, many, none, cut, newSpan("list", lists))
+	other := traceRequest(nil, newSpan("other", str("z", "zz")))
+	for _, lim := range []Limits{{}, fuzzLimits} {
+		for round := 0; round < 2; round++ { // the second round runs on released lists
+			for _, m := range []proto.Message{req, other} {
+				body, err := proto.Marshal(m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, ok := TracesWireAttrs(7, body, now, lim)
+				if !ok {
+					t.Fatal("TracesWireAttrs left a canonical body to the generated decoder")
+				}
+				want, err := generatedTraces(body, now, lim)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a := got.Attrs
+				if a == nil || a.Len() != len(got.Spans) || len(got.Spans) != len(want.Spans) {
+					t.Fatalf("%d spans, %v attribute lists, want %d", len(got.Spans), a, len(want.Spans))
+				}
+				names := map[string]bool{}
+				for _, n := range a.Names {
+					if names[n] {
+						t.Errorf("name %q listed twice", n)
+					}
+					names[n] = true
+				}
+				from := 0
+				for i := range got.Spans {
+					if got.Spans[i].Attributes != nil {
+						t.Errorf("span %d has a map as well", i)
+					}
+					seen := map[uint32]bool{}
+					for _, k := range a.Keys[from:a.Ends[i]] {
+						if seen[k] {
+							t.Errorf("span %d lists %q twice", i, a.Names[k])
+						}
+						seen[k] = true
+					}
+					from = a.Ends[i]
+					if m := a.Map(i); !reflect.DeepEqual(m, want.Spans[i].Attributes) {
+						t.Errorf("limits %+v, span %d (%s): attributes\n got %v\nwant %v", lim, i, want.Spans[i].Name, m, want.Spans[i].Attributes)
+					}
+					got.Spans[i].Attributes = want.Spans[i].Attributes
+				}
+				attrs := got.Attrs
+				got.Attrs = nil
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("limits %+v: spans besides attributes\n got %+v\nwant %+v", lim, got, want)
+				}
+				attrs.Release()
+			}
+		}
+	}
+
+	// A key is compared with the one at the same position of the span
+	// before; a different one is still checked as UTF-8.
+	// Two spans with the key "k", the second one's made invalid UTF-8.
+	span, _ := proto.Marshal(newSpan("valid", str("k", "v")))
+	spoilt := bytes.Replace(span, []byte("\x01k"), []byte("\x01\xff"), 1)
+	if bytes.Equal(spoilt, span) {
+		t.Fatal("key not found in the encoded span")
+	}
+	ss := func(spans ...[]byte) []byte {
+		var b []byte
+		for _, sp := range spans {
+			b = protowire.AppendBytes(protowire.AppendTag(b, 2, protowire.BytesType), sp)
+		}
+		rs := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), b)
+		return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), rs)
+	}
+	if _, ok := TracesWireAttrs(7, ss(span, span), now, Limits{}); !ok {
+		t.Error("two valid spans refused")
+	}
+	if _, ok := TracesWireAttrs(7, ss(span, spoilt), now, Limits{}); ok {
+		t.Error("an invalid UTF-8 key after a valid one at the same position was taken")
+	}
 }

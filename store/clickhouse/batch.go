@@ -1,6 +1,7 @@
 package clickhouse
 
 import (
+	"encoding/binary"
 	"fmt"
 	"reflect"
 	"sync"
@@ -214,10 +215,13 @@ type spanBlock struct {
 	inTok, outTok, ttft, queue, prefill   *proto.ColNullable[int64]
 	serverTTFT, decode, serverE2E         *proto.ColNullable[int64]
 	attrs, res                            *proto.ColMap[string, string]
-	eventNames                            *proto.ColArr[string]
-	eventTimes                            *proto.ColArr[time.Time]
-	input                                 proto.Input
-	buf                                   proto.Buffer
+	// flatAttrs replaces attrs in the block's input for EncodeSpansAttrs.
+	flatAttrs  attrsColumn
+	attrsAt    int // attributes' index in input
+	eventNames *proto.ColArr[string]
+	eventTimes *proto.ColArr[time.Time]
+	input      proto.Input
+	buf        proto.Buffer
 }
 
 var spanBlocks = sync.Pool{New: func() any { return newSpanBlock() }}
@@ -269,6 +273,11 @@ func newSpanBlock() *spanBlock {
 		{Name: "event_names", Data: b.eventNames},
 		{Name: "event_times", Data: b.eventTimes},
 	}
+	for i, c := range b.input {
+		if c.Name == "attributes" {
+			b.attrsAt = i
+		}
+	}
 	return b
 }
 
@@ -287,6 +296,21 @@ func nullNanos(d *time.Duration) proto.Nullable[int64] {
 }
 
 func (b *spanBlock) append(s *telemetry.Span) {
+	b.appendFields(s)
+	b.attrs.Append(s.Attributes)
+	b.appendTail(s)
+}
+
+// appendAttrs is append for a span whose attributes are entries [from,
+// to) of attrs instead of its Attributes map.
+func (b *spanBlock) appendAttrs(s *telemetry.Span, attrs *SpanAttrs, from, to int) {
+	b.appendFields(s)
+	b.flatAttrs.append(attrs, from, to)
+	b.appendTail(s)
+}
+
+// appendFields appends the columns before attributes.
+func (b *spanBlock) appendFields(s *telemetry.Span) {
 	b.project.Append(s.ProjectID)
 	b.traceID.Append(s.TraceID)
 	b.spanID.Append(s.SpanID)
@@ -312,7 +336,10 @@ func (b *spanBlock) append(s *telemetry.Span) {
 	b.serverTTFT.Append(nullNanos(s.LLM.ServerTTFT))
 	b.decode.Append(nullNanos(s.LLM.DecodeTime))
 	b.serverE2E.Append(nullNanos(s.LLM.ServerE2E))
-	b.attrs.Append(s.Attributes)
+}
+
+// appendTail appends the columns after attributes.
+func (b *spanBlock) appendTail(s *telemetry.Span) {
 	b.res.Append(inlineResource(s))
 	b.resHash.Append(s.ResourceHash)
 	b.eventNames.Append(s.EventNames)
@@ -320,9 +347,11 @@ func (b *spanBlock) append(s *telemetry.Span) {
 }
 
 func (b *spanBlock) reset() {
+	b.input[b.attrsAt].Data = b.attrs
 	for _, c := range b.input {
 		c.Data.(proto.Resettable).Reset()
 	}
+	b.flatAttrs.Reset()
 	b.buf.Reset()
 }
 
@@ -336,7 +365,175 @@ func EncodeSpans(spans []telemetry.Span) ([]byte, error) {
 	for i := range spans {
 		b.append(&spans[i])
 	}
-	blk := proto.Block{Columns: len(b.input), Rows: len(spans)}
+	return b.encode(len(spans))
+}
+
+// SpanAttrs are spans' attributes as one list instead of a map per span
+// (normalize.Attrs has the same layout): span i's are the entries from
+// Ends[i-1] (0 for the first span) to Ends[i]; entry j is the key
+// Names[Keys[j]] with the value Values[Bounds[2j]:Bounds[2j+1]]. A key
+// appears at most once per span.
+type SpanAttrs struct {
+	Ends   []int
+	Names  []string
+	Keys   []uint32
+	Bounds []uint32
+	Values []byte
+}
+
+// check reports what makes a unusable for spans rows.
+func (a *SpanAttrs) check(rows int) error {
+	if len(a.Ends) != rows {
+		return fmt.Errorf("attributes for %d spans, want %d", len(a.Ends), rows)
+	}
+	n := len(a.Keys)
+	if 2*n != len(a.Bounds) {
+		return fmt.Errorf("%d attribute keys with %d bounds", n, len(a.Bounds))
+	}
+	from := 0
+	for i, to := range a.Ends {
+		if to < from || to > n {
+			return fmt.Errorf("span %d's attributes end at %d (previous %d, %d in all)", i, to, from, n)
+		}
+		from = to
+	}
+	if from != n {
+		return fmt.Errorf("the spans' attributes end at %d of %d", from, n)
+	}
+	for _, k := range a.Keys {
+		if int(k) >= len(a.Names) {
+			return fmt.Errorf("attribute key %d of %d names", k, len(a.Names))
+		}
+	}
+	for j := 0; j < len(a.Bounds); j += 2 {
+		if lo, hi := a.Bounds[j], a.Bounds[j+1]; lo > hi || int(hi) > len(a.Values) {
+			return fmt.Errorf("attribute %d's value at %d..%d of %d bytes", j/2, lo, hi, len(a.Values))
+		}
+	}
+	return nil
+}
+
+// EncodeSpansAttrs is EncodeSpans for spans whose attributes are in attrs
+// (their Attributes maps are not read): no map is built or walked, and
+// the stored attributes keep the order of attrs.
+func EncodeSpansAttrs(spans []telemetry.Span, attrs *SpanAttrs) ([]byte, error) {
+	if err := attrs.check(len(spans)); err != nil {
+		return nil, fmt.Errorf("encode spans: %w", err)
+	}
+	b := spanBlocks.Get().(*spanBlock)
+	defer func() { b.reset(); spanBlocks.Put(b) }()
+	b.input[b.attrsAt].Data = &b.flatAttrs
+	b.flatAttrs.begin(len(attrs.Names))
+	from := 0
+	for i := range spans {
+		to := attrs.Ends[i]
+		b.appendAttrs(&spans[i], attrs, from, to)
+		from = to
+	}
+	return b.encode(len(spans))
+}
+
+// attrsColumn is the attributes column, Map(LowCardinality(String),
+// String), encoded from SpanAttrs as ch-go's ColMap encodes a map per row
+// (Native: offsets, then the keys as a LowCardinality column with their
+// dictionary, then the values), with the dictionary indexed by the
+// attributes' key ids instead of looked up key by key.
+type attrsColumn struct {
+	offsets proto.ColUInt64
+	dict    proto.ColStr // distinct keys, in first use
+	keys    []uint32     // dictionary index of each entry
+	values  []byte       // the values as a Native String column
+	// dictOf maps a SpanAttrs name id to 1 + its dictionary index (0:
+	// not in the dictionary yet).
+	dictOf []uint32
+}
+
+var (
+	_ proto.ColInput     = (*attrsColumn)(nil)
+	_ proto.StateEncoder = (*attrsColumn)(nil)
+	_ proto.Resettable   = (*attrsColumn)(nil)
+)
+
+func (c *attrsColumn) begin(names int) {
+	c.dictOf = append(c.dictOf[:0], make([]uint32, names)...)
+}
+
+func (c *attrsColumn) append(a *SpanAttrs, from, to int) {
+	for j := from; j < to; j++ {
+		id := a.Keys[j]
+		d := c.dictOf[id]
+		if d == 0 {
+			c.dict.Append(a.Names[id])
+			d = uint32(c.dict.Rows())
+			c.dictOf[id] = d
+		}
+		c.keys = append(c.keys, d-1)
+		v := a.Values[a.Bounds[2*j]:a.Bounds[2*j+1]]
+		c.values = binary.AppendUvarint(c.values, uint64(len(v)))
+		c.values = append(c.values, v...)
+	}
+	c.offsets.Append(uint64(len(c.keys)))
+}
+
+func (c *attrsColumn) Type() proto.ColumnType {
+	return proto.ColumnTypeMap.Sub(proto.ColumnTypeLowCardinality.Sub(proto.ColumnTypeString), proto.ColumnTypeString)
+}
+
+func (c *attrsColumn) Rows() int { return c.offsets.Rows() }
+
+// EncodeState is the keys' LowCardinality serialization version (shared
+// dictionaries with additional keys); String values have no state.
+func (c *attrsColumn) EncodeState(b *proto.Buffer) { b.PutInt64(1) }
+
+func (c *attrsColumn) EncodeColumn(b *proto.Buffer) {
+	if c.Rows() == 0 {
+		return
+	}
+	c.offsets.EncodeColumn(b)
+	if len(c.keys) == 0 {
+		return // as an empty LowCardinality and String column encode
+	}
+	// LowCardinality: flags and index width, the dictionary, the indexes.
+	const hasAdditionalKeys, needUpdateDictionary = 1 << 9, 1 << 10
+	n := c.dict.Rows()
+	var width int64 // proto.KeyUInt8 … KeyUInt32
+	switch {
+	case n <= 1<<8:
+		width = int64(proto.KeyUInt8)
+	case n <= 1<<16:
+		width = int64(proto.KeyUInt16)
+	default:
+		width = int64(proto.KeyUInt32)
+	}
+	b.PutInt64(hasAdditionalKeys | needUpdateDictionary | width)
+	b.PutInt64(int64(n))
+	c.dict.EncodeColumn(b)
+	b.PutInt64(int64(len(c.keys)))
+	for _, k := range c.keys {
+		switch width {
+		case int64(proto.KeyUInt8):
+			b.Buf = append(b.Buf, byte(k))
+		case int64(proto.KeyUInt16):
+			b.Buf = binary.LittleEndian.AppendUint16(b.Buf, uint16(k))
+		default:
+			b.Buf = binary.LittleEndian.AppendUint32(b.Buf, k)
+		}
+	}
+	b.Buf = append(b.Buf, c.values...)
+}
+
+func (c *attrsColumn) WriteColumn(w *proto.Writer) {
+	w.ChainBuffer(c.EncodeColumn)
+}
+
+func (c *attrsColumn) Reset() {
+	c.offsets.Reset()
+	c.dict.Reset()
+	c.keys, c.values, c.dictOf = c.keys[:0], c.values[:0], c.dictOf[:0]
+}
+
+func (b *spanBlock) encode(rows int) ([]byte, error) {
+	blk := proto.Block{Columns: len(b.input), Rows: rows}
 	if err := blk.EncodeRawBlock(&b.buf, 0, b.input); err != nil {
 		return nil, fmt.Errorf("encode spans: %w", err)
 	}
