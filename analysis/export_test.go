@@ -13,7 +13,7 @@ import (
 // fallback); found reports whether it could prove the page.
 func (q *Queries) TopRequests(ctx context.Context, f RequestFilter) (page []telemetry.LLMRequest, found bool, err error) {
 	where, args := f.where()
-	return q.topRequests(ctx, f.Project, where, args, SortColumns[f.Sort], f.Desc, f.Offset, f.Limit)
+	return q.topRequests(ctx, f.Project, f.From, f.To, where, args, SortColumns[f.Sort], f.Desc, f.Offset, f.Limit)
 }
 
 // Metrics is the gauge read of a diagnosis.
@@ -26,4 +26,11 @@ func (q *Queries) Metrics(ctx context.Context, project uint32, services []string
 func (q *Queries) TopBound(ctx context.Context, f RequestFilter, k int) (*float64, error) {
 	where, args := f.where()
 	return q.topBound(ctx, where, args, SortColumns[f.Sort], f.Desc, k)
+}
+
+// TopFromStates is the sorted-page read from llm_request_top alone;
+// found reports whether it could prove the page.
+func (q *Queries) TopFromStates(ctx context.Context, f RequestFilter) (page []telemetry.LLMRequest, found bool, err error) {
+	where, args := f.where()
+	return q.topFromStates(ctx, f.Project, f.From, f.To, where, args, SortColumns[f.Sort], f.Desc, f.Offset, f.Limit)
 }

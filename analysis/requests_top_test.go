@@ -366,3 +366,233 @@ func TestRequestsTopBound(t *testing.T) {
 	}
 	check("ttft desc past a bound nothing reaches", f)
 }
+
+// A list sorted by TTFT or E2E, slowest first, read from the slowest rows
+// of each day (llm_request_top: every version ever written, replaced ones
+// and tombstones too) is the page FINAL gives: under unmerged versions and
+// tombstones, after merges dropped the replaced versions, and after the
+// migration refilled the states. Where the day's slowest rows lie outside
+// the window, where two requests share a service and start, and where
+// FINAL's pick is unknown, it proves no page.
+func TestRequestsTopFromStates(t *testing.T) {
+	srv := apptest.Start(t, apptest.Options{})
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Second)
+	if err := srv.CH.Exec(ctx, "SYSTEM STOP MERGES llm_requests"); err != nil {
+		t.Fatal(err)
+	}
+	rnd := rand.New(rand.NewSource(3))
+	ms := func(scale float64) *float64 { return telemetry.Ptr(scale * (1 + rnd.Float64())) }
+	insert := func(b *clickhouse.Batch) {
+		t.Helper()
+		if err := srv.CH.Insert(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	request := func(project uint32, i int, start time.Time) telemetry.LLMRequest {
+		return telemetry.LLMRequest{ProjectID: project, TraceID: fmt.Sprintf("%08d%024x", project, i+1), SpanID: fmt.Sprintf("%016x", i+1),
+			Service: []string{"chat", "agent"}[i%2], ServerService: "vllm", Model: []string{"small", "large"}[i%3/2], Start: start,
+			TTFT: ms(300), E2E: ms(3000), Queue: ms(50), Decode: ms(2000), InputTokens: telemetry.Ptr(int64(rnd.Intn(400)))}
+	}
+
+	// Project 1: 3000 requests over 36 hours (two or three days), then
+	// later versions and tombstones across the TTFT and E2E tops.
+	const n = 3000
+	rows := make([]telemetry.LLMRequest, n)
+	for i := range rows {
+		rows[i] = request(1, i, now.Add(-36*time.Hour+time.Duration(i)*43*time.Second+time.Duration(i)*7919))
+	}
+	// Two requests with the same service and start, both near the top.
+	for i, ttft := range []float64{1500, 1400} {
+		r := request(1, n+i, now.Add(-5*time.Hour))
+		r.Service, r.TTFT, r.E2E = "chat", telemetry.Ptr(ttft), telemetry.Ptr(10*ttft)
+		rows = append(rows, r)
+	}
+	insert(clickhouse.RequestsBatch(rows, nil, 1))
+	rank := func(value func(*telemetry.LLMRequest) float64) []int {
+		idx := make([]int, n)
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.Slice(idx, func(a, b int) bool { return value(&rows[idx[a]]) > value(&rows[idx[b]]) })
+		return idx
+	}
+	byTTFT := rank(func(r *telemetry.LLMRequest) float64 { return *r.TTFT })
+	byE2E := rank(func(r *telemetry.LLMRequest) float64 { return *r.E2E })
+	v2 := map[int]telemetry.LLMRequest{}
+	edit := func(i int, change func(*telemetry.LLMRequest)) {
+		r, ok := v2[i]
+		if !ok {
+			r = rows[i]
+		}
+		change(&r)
+		v2[i] = r
+	}
+	var gone, v3 []telemetry.LLMRequest
+	for k, i := range byTTFT[:150] {
+		switch k % 7 {
+		case 0: // moved down, out of the top
+			edit(i, func(r *telemetry.LLMRequest) { r.TTFT = telemetry.Ptr(1 + float64(k)/1000) })
+		case 1: // deleted
+			gone = append(gone, rows[i])
+		case 2: // now served by another model
+			edit(i, func(r *telemetry.LLMRequest) { r.Model = "other" })
+		case 3: // moved down in v2, back up (but lower) in v3, written twice
+			edit(i, func(r *telemetry.LLMRequest) { r.TTFT = telemetry.Ptr(2.0) })
+			r := rows[i]
+			r.TTFT = telemetry.Ptr(*r.TTFT * 0.8)
+			v3 = append(v3, r)
+		}
+	}
+	for k, i := range byTTFT[2000:2010] { // moved up, into the top
+		edit(i, func(r *telemetry.LLMRequest) { r.TTFT = telemetry.Ptr(1000 + float64(k)*3.7) })
+	}
+	for _, i := range byE2E[:25] { // moved down
+		edit(i, func(r *telemetry.LLMRequest) { r.E2E = telemetry.Ptr(*r.E2E / 100) })
+	}
+	var v2Rows []telemetry.LLMRequest
+	for _, r := range v2 {
+		v2Rows = append(v2Rows, r)
+	}
+	insert(clickhouse.RequestsBatch(v2Rows, gone, 2))
+	for range 2 {
+		insert(clickhouse.RequestsBatch(v3, nil, 3))
+	}
+
+	// Project 2: the slowest requests of the 6 hours a window starts in
+	// come before it and fill their state, so the window's own rows of
+	// those 6 hours are not in it, though they rank above the page's last
+	// rows from later hours: no page can be proven from the states.
+	six := now.Truncate(analysis.TopStateSpan).Add(-36 * time.Hour)
+	var edge []telemetry.LLMRequest
+	add := func(n int, start func(i int) time.Time, ttft func(i int) float64) {
+		for i := range n {
+			r := request(2, len(edge), start(i))
+			r.TTFT, r.E2E = telemetry.Ptr(ttft(i)), telemetry.Ptr(10*ttft(i))
+			edge = append(edge, r)
+		}
+	}
+	add(200, func(i int) time.Time { return six.Add(time.Duration(i) * 30 * time.Second) }, // its first 100 minutes
+		func(i int) float64 { return 5000 + float64(i) })
+	add(20, func(i int) time.Time { return six.Add(2*time.Hour + time.Duration(i)*time.Minute) }, // the window's, hidden
+		func(i int) float64 { return 4000 + float64(i) })
+	add(20, func(i int) time.Time { return six.Add(7*time.Hour + time.Duration(i)*time.Minute) }, // the window's slowest
+		func(i int) float64 { return 7000 + float64(i) })
+	add(2000, func(i int) time.Time { return six.Add(6*time.Hour + time.Duration(i)*time.Minute) }, // for 33 hours
+		func(i int) float64 { return 1000 + float64(i) })
+	insert(clickhouse.RequestsBatch(edge, nil, 1))
+
+	// Project 3: the slowest requests have two different rows of one
+	// version each; FINAL keeps the later written.
+	var twin []telemetry.LLMRequest
+	for i := range 500 {
+		twin = append(twin, request(3, i, now.Add(-time.Duration(i)*time.Minute)))
+	}
+	insert(clickhouse.RequestsBatch(twin, nil, 1))
+	for _, model := range []string{"large", "small"} {
+		var rows []telemetry.LLMRequest
+		for i := range 10 {
+			r := request(3, 1000+i, now.Add(-time.Hour-time.Duration(i)*time.Second-time.Second/2))
+			r.Model, r.TTFT, r.E2E = model, telemetry.Ptr(9000.0+float64(i)), telemetry.Ptr(90_000.0+float64(i))
+			rows = append(rows, r)
+		}
+		insert(clickhouse.RequestsBatch(rows, nil, 1))
+	}
+
+	q := &analysis.Queries{CH: srv.CH}
+	final := func(f analysis.RequestFilter) []telemetry.LLMRequest {
+		t.Helper()
+		where, args := "project_id = ? AND start >= ? AND start < ?", []any{f.Project, f.From, f.To}
+		if f.Model != "" {
+			where, args = where+" AND model = ?", append(args, f.Model)
+		}
+		r, err := srv.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE "+where+
+			" ORDER BY "+analysis.SortColumns[f.Sort]+" DESC NULLS LAST, start DESC LIMIT ? OFFSET ?"+analysis.FinalSettings,
+			append(args, f.Limit, f.Offset)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return clickhouse.ScanRequests(r)
+	}
+	type sortedPage struct {
+		project       uint32
+		from          time.Time
+		sort          string
+		limit, offset int
+		model         string
+		// states says whether the states must prove the page: "yes", "no",
+		// "unmerged" (not while the versions are unmerged), "" (it hinges
+		// on the churn they hold).
+		states string
+	}
+	all := now.Add(-48 * time.Hour)
+	cases := []sortedPage{
+		{project: 1, from: all, sort: "ttft", limit: 10, states: "yes"},
+		{project: 1, from: all, sort: "ttft", limit: 50, states: "yes"},
+		{project: 1, from: all, sort: "ttft", limit: 20, offset: 30, states: "yes"},
+		{project: 1, from: all, sort: "ttft", limit: 50, offset: 50},
+		{project: 1, from: now.Add(-20 * time.Hour), sort: "ttft", limit: 50, states: "yes"},
+		{project: 1, from: all, sort: "e2e", limit: 50, states: "yes"},
+		{project: 1, from: all, sort: "e2e", limit: 20, offset: 40, states: "yes"},
+		{project: 1, from: all, sort: "ttft", limit: 10, model: "other", states: "no"},     // the model's rows lie too deep
+		{project: 1, from: all, sort: "ttft", limit: 50, offset: 100, states: "no"},        // 180 rows: more than the states hold
+		{project: 1, from: now.Add(-6 * time.Hour), sort: "ttft", limit: 10, states: "no"}, // too short a window
+		{project: 1, from: all, sort: "queue", limit: 10, states: "no"},                    // no states
+		{project: 2, from: six.Add(2 * time.Hour), sort: "ttft", limit: 60, states: "no"},
+		{project: 2, from: six.Add(2 * time.Hour), sort: "e2e", limit: 60, states: "no"},
+		{project: 2, from: six, sort: "ttft", limit: 60, states: "yes"},
+		{project: 3, from: all, sort: "ttft", limit: 50, states: "unmerged"},
+		{project: 3, from: all, sort: "e2e", limit: 50, states: "unmerged"},
+	}
+	check := func(stage string, merged bool) {
+		t.Helper()
+		for _, c := range cases {
+			name := fmt.Sprintf("%s: project %d from %s %s limit %d offset %d model %q", stage, c.project, c.from.Format(time.TimeOnly),
+				c.sort, c.limit, c.offset, c.model)
+			f := analysis.RequestFilter{Project: c.project, From: c.from, To: now.Add(time.Minute), Sort: c.sort, Desc: true,
+				Limit: c.limit, Offset: c.offset, Model: c.model, NoTotal: true}
+			want := final(f)
+			if len(want) != c.limit {
+				t.Fatalf("%s: FINAL lists %d rows", name, len(want))
+			}
+			got, found, err := q.TopFromStates(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := c.states == "yes"; (c.states == "yes" || c.states == "no" || c.states == "unmerged" && !merged) && found != want {
+				t.Errorf("%s: the states proved a page: %v, want %v", name, found, want)
+			}
+			if found {
+				if diff := firstDiff(got, want); diff != "" {
+					t.Errorf("%s: the states' page differs from FINAL: %s", name, diff)
+				}
+			}
+			if got, _, err = q.Requests(ctx, f); err != nil {
+				t.Fatal(err)
+			} else if diff := firstDiff(got, want); diff != "" {
+				t.Errorf("%s: Requests differs from FINAL: %s", name, diff)
+			}
+		}
+	}
+	check("unmerged", false)
+	// Merges drop the replaced versions from llm_requests; the states keep
+	// them.
+	if err := srv.CH.Exec(ctx, "SYSTEM START MERGES llm_requests"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.CH.Exec(ctx, "OPTIMIZE TABLE llm_requests FINAL"); err != nil {
+		t.Fatal(err)
+	}
+	check("merged", true)
+	// The migration fills the states from the stored rows, once however
+	// often it runs.
+	for range 2 {
+		if err := srv.CH.Exec(ctx, "DELETE FROM schema_migrations WHERE version = '0012_llm_request_top'"); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.CH.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("migrated", true)
+}

@@ -388,12 +388,23 @@ func seriesStatement(ctx context.Context, ch *clickhouse.Store, project uint32, 
 }
 
 // topStatements are the slowest-50 list's reads over a long window
-// (analysis.Queries.topRequests, first try): every version of the requests
-// among the top 60 rows, the keys of those rows, the bound from the stored
-// sample.
+// (analysis.Queries.topRequests, first try): from llm_request_top, the
+// first 60 rows of each 6 hours and the stored versions of those among
+// the top 60 (where they prove the page; a key they leave unsettled costs
+// a read of its rows too, not mirrored here); otherwise every version of
+// the requests among the top 60 rows, the keys of those rows, the bound
+// from the stored sample.
 func topStatements(ctx context.Context, ch *clickhouse.Store, project uint32, window diagnose.Range) []statement {
 	where, args := requestWhere(project, window)
 	k := analysis.TopFirstK(50)
+	if analysis.TopStatesWindow("ttft_ms", true, k, window.From, window.To) {
+		statesSt := statement{analysis.TopStatesSQL(where, "ttft", k), analysis.TopStatesArgs(project, args, window.From, window.To)}
+		if r, err := ch.Query(ctx, statesSt.sql, statesSt.args...); err == nil {
+			if keys := analysis.TopStatesKeys(r, "ttft_ms", k); keys != nil {
+				return []statement{statesSt, {analysis.TopVersionsSQL(len(keys)), analysis.TopVersionsArgs(project, keys)}}
+			}
+		}
+	}
 	boundSt := statement{analysis.TopBoundSQL(where, "ttft_ms", true), append(slices.Clone(args), analysis.TopBoundOffset(k))}
 	var bound *float64
 	if r, err := ch.Query(ctx, boundSt.sql, boundSt.args...); err == nil && r.Len() > 0 {
@@ -458,9 +469,11 @@ func statements(op string, project uint32, window, before diagnose.Range, rough 
 		where, args := requestWhere(project, window)
 		count := statement{analysis.CountSQL(where, rough(window)), args}
 		if top != nil {
-			// Slowest 50 over a long window: every version of the
-			// requests among the top 60 rows (Queries.Requests reads more,
-			// then FINAL, only when they leave the page unproven).
+			// Slowest 50 over a long window: the top rows of each 6
+			// hours and the stored versions of the top 60 (or every
+			// version of the requests among the top 60 rows; Queries.Requests
+			// reads more, then FINAL, only when they leave the page
+			// unproven).
 			return append(top, count)
 		}
 		return []statement{

@@ -185,7 +185,7 @@ const spansMergeSelectorBase = 10
 // retentionTables maps each table to its time column for TTL.
 var retentionTables = map[string]string{"spans": "start", "llm_requests": "start", "llm_requests_sample": "start", "llm_request_names": "hour", "metric_points": "time", "metric_peaks_5m": "bucket",
 	"events": "time", "resources": "last_seen", "trace_bounds": "last_start",
-	"llm_request_rollup_5m": "bucket", "llm_request_rollup_1h": "hour"}
+	"llm_request_rollup_5m": "bucket", "llm_request_rollup_1h": "hour", "llm_request_top": "bucket_end"}
 
 // applyRetention brings every table's TTL to the configured retention when
 // TOKENPATH_RETENTION_DAYS changed since the table was created.
