@@ -50,28 +50,10 @@ func TestRequestsSortedPagesMatchFinal(t *testing.T) {
 	if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(rows, nil, 1)); err != nil {
 		t.Fatal(err)
 	}
-	// rank lists row indexes by a column of the first version, highest first.
-	rank := func(value func(*telemetry.LLMRequest) float64) []int {
-		idx := make([]int, n)
-		for i := range idx {
-			idx[i] = i
-		}
-		sort.Slice(idx, func(a, b int) bool { return value(&rows[idx[a]]) > value(&rows[idx[b]]) })
-		return idx
-	}
-	byTTFT := rank(func(r *telemetry.LLMRequest) float64 { return *r.TTFT })
-	byE2E := rank(func(r *telemetry.LLMRequest) float64 { return *r.E2E })
+	byTTFT, byE2E := rankTTFTAndE2E(rows[:n])
 	// Later versions build on each other: v2 of a request may change both
 	// its TTFT and its E2E, v3 builds on v2.
-	v2 := map[int]telemetry.LLMRequest{}
-	edit := func(i int, change func(*telemetry.LLMRequest)) {
-		r, ok := v2[i]
-		if !ok {
-			r = rows[i]
-		}
-		change(&r)
-		v2[i] = r
-	}
+	v2, edit := versionEditor(rows)
 	var gone, v3 []telemetry.LLMRequest
 	deleted := map[int]bool{}
 	var later []int // v2 then v3
@@ -409,25 +391,8 @@ func TestRequestsTopFromStates(t *testing.T) {
 		rows = append(rows, r)
 	}
 	insert(clickhouse.RequestsBatch(rows, nil, 1))
-	rank := func(value func(*telemetry.LLMRequest) float64) []int {
-		idx := make([]int, n)
-		for i := range idx {
-			idx[i] = i
-		}
-		sort.Slice(idx, func(a, b int) bool { return value(&rows[idx[a]]) > value(&rows[idx[b]]) })
-		return idx
-	}
-	byTTFT := rank(func(r *telemetry.LLMRequest) float64 { return *r.TTFT })
-	byE2E := rank(func(r *telemetry.LLMRequest) float64 { return *r.E2E })
-	v2 := map[int]telemetry.LLMRequest{}
-	edit := func(i int, change func(*telemetry.LLMRequest)) {
-		r, ok := v2[i]
-		if !ok {
-			r = rows[i]
-		}
-		change(&r)
-		v2[i] = r
-	}
+	byTTFT, byE2E := rankTTFTAndE2E(rows[:n])
+	v2, edit := versionEditor(rows)
 	var gone, v3 []telemetry.LLMRequest
 	for k, i := range byTTFT[:150] {
 		switch k % 7 {
@@ -595,4 +560,31 @@ func TestRequestsTopFromStates(t *testing.T) {
 		}
 	}
 	check("migrated", true)
+}
+
+// rankTTFTAndE2E lists row indexes by TTFT and by E2E, highest first.
+func rankTTFTAndE2E(rows []telemetry.LLMRequest) (byTTFT, byE2E []int) {
+	rank := func(value func(*telemetry.LLMRequest) float64) []int {
+		idx := make([]int, len(rows))
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.Slice(idx, func(a, b int) bool { return value(&rows[idx[a]]) > value(&rows[idx[b]]) })
+		return idx
+	}
+	return rank(func(r *telemetry.LLMRequest) float64 { return *r.TTFT }), rank(func(r *telemetry.LLMRequest) float64 { return *r.E2E })
+}
+
+// versionEditor collects a second version of rows: edit changes row i's
+// (starting from rows[i], or from its earlier edits).
+func versionEditor(rows []telemetry.LLMRequest) (map[int]telemetry.LLMRequest, func(i int, change func(*telemetry.LLMRequest))) {
+	v2 := map[int]telemetry.LLMRequest{}
+	return v2, func(i int, change func(*telemetry.LLMRequest)) {
+		r, ok := v2[i]
+		if !ok {
+			r = rows[i]
+		}
+		change(&r)
+		v2[i] = r
+	}
 }

@@ -111,18 +111,7 @@ func TestEncodeSpansAttrsMatchesEncodeSpans(t *testing.T) {
 	viaMaps, viaAttrs := strings.Repeat("aa", 16), strings.Repeat("bb", 16)
 	encode(viaMaps, false)
 	encode(viaAttrs, true)
-	read := func(trace string) []telemetry.Span {
-		r, err := s.Query(ctx, "SELECT "+SpanColumns+" FROM spans FINAL WHERE trace_id = ? ORDER BY start, span_id", trace)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := ScanSpans(r)
-		for i := range out {
-			out[i].TraceID = ""
-		}
-		return out
-	}
-	want, got := read(viaMaps), read(viaAttrs)
+	want, got := traceSpansWithoutID(t, s, viaMaps), traceSpansWithoutID(t, s, viaAttrs)
 	if n := len(small) + len(mid) + len(wide); len(want) != n {
 		t.Fatalf("%d spans stored from maps, want %d", len(want), n)
 	}

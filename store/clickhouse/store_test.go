@@ -128,18 +128,7 @@ func TestSpanBlocksMatchSpansBatch(t *testing.T) {
 	if err := s.Insert(ctx, SpansBatch(spans)); err != nil {
 		t.Fatal(err)
 	}
-	read := func(trace string) []telemetry.Span {
-		r, err := s.Query(ctx, "SELECT "+SpanColumns+" FROM spans FINAL WHERE trace_id = ? ORDER BY start", trace)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := ScanSpans(r)
-		for i := range out {
-			out[i].TraceID = ""
-		}
-		return out
-	}
-	want, got := read(spans[0].TraceID), read(viaBlocks[0].TraceID)
+	want, got := traceSpansWithoutID(t, s, spans[0].TraceID), traceSpansWithoutID(t, s, viaBlocks[0].TraceID)
 	if len(want) != len(spans) || !reflect.DeepEqual(got, want) {
 		t.Errorf("spans inserted as Native blocks:\n got %+v\nwant %+v", got, want)
 	}
@@ -354,4 +343,19 @@ func TestVersionAtLeast(t *testing.T) {
 			t.Errorf("versionAtLeast(%s, %s) = %v", c.have, c.want, got)
 		}
 	}
+}
+
+// traceSpansWithoutID reads a trace's stored spans in start order, their
+// trace ids blanked, to compare two traces written alike.
+func traceSpansWithoutID(t *testing.T, s *Store, trace string) []telemetry.Span {
+	t.Helper()
+	r, err := s.Query(context.Background(), "SELECT "+SpanColumns+" FROM spans FINAL WHERE trace_id = ? ORDER BY start, span_id", trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := ScanSpans(r)
+	for i := range out {
+		out[i].TraceID = ""
+	}
+	return out
 }
