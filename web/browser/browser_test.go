@@ -37,6 +37,9 @@ type suite struct {
 	data    seeded
 	browser context.Context
 	shots   string
+	// session is the session cookie of the suite's first form login,
+	// which later tabs reuse (see loggedInTab).
+	session string
 }
 
 // TestBrowser runs the UI suite. The subtests share the server and the
