@@ -1,10 +1,13 @@
 package analysis
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
+	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/analysis/stats"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 )
@@ -39,5 +42,19 @@ func TestHistogramQuantiles(t *testing.T) {
 	}
 	if got := (histogram{}).quantiles(0.5); !math.IsNaN(got[0]) {
 		t.Errorf("empty histogram: %v, want NaN", got)
+	}
+}
+
+// A rollup read of an empty window (or one with buckets the tiers do not
+// tile) is still one valid statement; the engine answers it with nothing.
+func TestRollupReadOfNothing(t *testing.T) {
+	a := openAssembler(t)
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	for _, w := range []diagnose.Range{{From: now, To: now}, {From: now, To: now.Add(-time.Hour)}} {
+		sql, args := RollupSQL(1, w, 5*time.Minute, "", "")
+		r, err := a.CH.Query(context.Background(), sql, args...)
+		if err != nil || r.Len() != 0 {
+			t.Errorf("window %v: %v rows, error %v", w, r, err)
+		}
 	}
 }

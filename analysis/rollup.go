@@ -173,7 +173,11 @@ func (r rollupRead) sql() (string, []any) {
 	var parts []string
 	var args []any
 	w := rollupWindow(r.window)
-	for _, s := range rollupSegments(w.From, w.To, r.width, clickhouse.RollupTiers) {
+	segments := rollupSegments(w.From, w.To, r.width, clickhouse.RollupTiers)
+	if len(segments) == 0 { // an empty window: a read of nothing, still valid SQL
+		segments = []rollupSegment{{w.From, w.From, &clickhouse.RollupTiers[len(clickhouse.RollupTiers)-1]}}
+	}
+	for _, s := range segments {
 		parts = append(parts, fmt.Sprintf("SELECT service, server_service, model, provider, toStartOfInterval(%[1]s, INTERVAL %[2]d SECOND) AS b, %[3]s FROM %[4]s WHERE project_id = ? AND %[1]s >= ? AND %[1]s < ?%[5]s",
 			s.tier.Column, secs, strings.Join(values, ", "), s.tier.Table, filter))
 		args = append(append(args, r.project, s.from, s.to), fargs...)
