@@ -147,7 +147,7 @@ func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LL
 	if !f.NoTotal {
 		where, args := where, slices.Clone(args)
 		counting.Go(func() (err error) {
-			total, err = q.count(ctx, where, args)
+			total, err = q.count(ctx, f, where, args)
 			return err
 		})
 	}
@@ -940,6 +940,42 @@ func (q *Queries) roughCount(ctx context.Context, where string, args []any) (int
 	return int(r.Row(0).Int("n")), nil
 }
 
+// namesRoughMin is the shortest window whose list total is planned from
+// the hourly name counts: its partial first and last hours overcount by a
+// sixth at most.
+const namesRoughMin = 12 * time.Hour
+
+// listRoughCount is roughCount for a list's total (where, args is f's
+// condition): a window of namesRoughMin or more filtered by what
+// llm_request_names holds sums its hourly counts (row versions included,
+// like roughCount) instead of counting llm_requests, whose start column the
+// window's first and last day partitions are read for (7 days at 10M
+// requests: ~24 ms, a quarter of a sorted page).
+func (q *Queries) listRoughCount(ctx context.Context, f RequestFilter, where string, args []any) (int, error) {
+	if f.From.IsZero() || f.To.Sub(f.From) < namesRoughMin || f.TraceID != "" || f.ColdStart || f.Slow {
+		return q.roughCount(ctx, where, args)
+	}
+	nwhere := "project_id = ? AND hour >= toStartOfHour(?) AND hour < ?"
+	nargs := []any{f.Project, f.From, f.To}
+	if f.Service != "" {
+		nwhere += " AND (service = ? OR server_service = ?)"
+		nargs = append(nargs, f.Service, f.Service)
+	}
+	if f.Model != "" {
+		nwhere += " AND model = ?"
+		nargs = append(nargs, f.Model)
+	}
+	if f.Instance != "" {
+		nwhere += " AND instance = ?"
+		nargs = append(nargs, f.Instance)
+	}
+	r, err := q.CH.Query(ctx, "SELECT sum(rows) AS n FROM llm_request_names WHERE "+nwhere, nargs...)
+	if err != nil {
+		return 0, fmt.Errorf("count requests: %w", err)
+	}
+	return int(r.Row(0).Int("n")), nil
+}
+
 // exactCountMax is the most stored rows a list counts exactly. Counting
 // under FINAL costs ~220 ms of CPU per million rows of a week (it merges
 // every version; 1M rows over 7 days), more than the rest of the page;
@@ -977,8 +1013,8 @@ func CountSQL(where string, rough int) string { return planCount(rough, exactCou
 
 // count is the number of requests matching a where clause: exact up to
 // exactCountMax stored rows, else estimated from the stored sample.
-func (q *Queries) count(ctx context.Context, where string, args []any) (Count, error) {
-	rough, err := q.roughCount(ctx, where, args)
+func (q *Queries) count(ctx context.Context, f RequestFilter, where string, args []any) (Count, error) {
+	rough, err := q.listRoughCount(ctx, f, where, args)
 	if err != nil {
 		return Count{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,5 +107,60 @@ func TestRequestsTotalEstimatedFromSample(t *testing.T) {
 		if len(got) != 1000 || low < 850 || low > 950 {
 			t.Errorf("%s: slow filter kept %d rows from TTFT %.0f ms up, want a full page above ~900 ms", c.name, len(got), low)
 		}
+	}
+}
+
+// A list over 12 hours or more plans its total from the hourly name counts
+// (no count of llm_requests runs), filtered as the list is: a quiet
+// service's total stays exact next to a busy one that is estimated.
+func TestRequestsTotalPlannedFromNames(t *testing.T) {
+	srv := apptest.Start(t, apptest.Options{})
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Second)
+	insertEvenly(t, srv, now, 20_000, 4*time.Second, 1000) // chat: 22 h
+	var quiet []telemetry.LLMRequest
+	for i := range 2000 {
+		quiet = append(quiet, telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("q%031x", i+1), SpanID: "s", Service: "batch",
+			Model: "m", Start: now.Add(-time.Duration(i) * 30 * time.Second), TTFT: telemetry.Ptr(float64(i))})
+	}
+	if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(quiet, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	var counted []string
+	srv.CH.OnQuery = func(sql string, _ time.Duration) {
+		if strings.HasPrefix(sql, "SELECT count() AS n FROM llm_requests WHERE") {
+			counted = append(counted, sql)
+		}
+	}
+	defer func() { srv.CH.OnQuery = nil }()
+	q := &analysis.Queries{CH: srv.CH, ExactCountRows: 5_000}
+	day := analysis.RequestFilter{Project: 1, From: now.Add(-24 * time.Hour), To: now.Add(time.Second), Limit: 10}
+	for _, c := range []struct {
+		service   string
+		n         int
+		estimated bool
+	}{{"batch", 2000, false}, {"chat", 20_000, true}, {"", 22_000, true}} {
+		f := day
+		f.Service = c.service
+		_, total, err := q.Requests(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if total.Estimated != c.estimated || !c.estimated && total.N != c.n || math.Abs(float64(total.N-c.n)) > 0.15*float64(c.n) {
+			t.Errorf("service %q: total %+v, want %d (estimated %v)", c.service, total, c.n, c.estimated)
+		}
+	}
+	if len(counted) > 0 {
+		t.Errorf("a 24-hour list counted llm_requests to plan its total: %s", counted[0])
+	}
+	// A short window still counts llm_requests (whole hours would
+	// overcount it by up to twice).
+	hour := day
+	hour.From = now.Add(-time.Hour)
+	if _, _, err := q.Requests(ctx, hour); err != nil {
+		t.Fatal(err)
+	}
+	if len(counted) == 0 {
+		t.Error("a 1-hour list planned its total from the hourly counts")
 	}
 }
