@@ -95,6 +95,14 @@ func (f RequestFilter) where() (string, []any) {
 	return strings.Join(conds, " AND "), args
 }
 
+// scope is the filter's condition without its window: what the tables
+// kept per hour or bucket (llm_request_names, the rollups) hold of it too,
+// for filters by project, service, model and instance.
+func (f RequestFilter) scope() (string, []any) {
+	f.From, f.To = time.Time{}, time.Time{}
+	return f.where()
+}
+
 // Count is how many requests match a filter: counted, or estimated from the
 // stored sample when the window is too big to count under FINAL at a
 // page's pace.
@@ -955,21 +963,9 @@ func (q *Queries) listRoughCount(ctx context.Context, f RequestFilter, where str
 	if f.From.IsZero() || f.To.Sub(f.From) < namesRoughMin || f.TraceID != "" || f.ColdStart || f.Slow {
 		return q.roughCount(ctx, where, args)
 	}
-	nwhere := "project_id = ? AND hour >= toStartOfHour(?) AND hour < ?"
-	nargs := []any{f.Project, f.From, f.To}
-	if f.Service != "" {
-		nwhere += " AND (service = ? OR server_service = ?)"
-		nargs = append(nargs, f.Service, f.Service)
-	}
-	if f.Model != "" {
-		nwhere += " AND model = ?"
-		nargs = append(nargs, f.Model)
-	}
-	if f.Instance != "" {
-		nwhere += " AND instance = ?"
-		nargs = append(nargs, f.Instance)
-	}
-	r, err := q.CH.Query(ctx, "SELECT sum(rows) AS n FROM llm_request_names WHERE "+nwhere, nargs...)
+	nwhere, nargs := f.scope()
+	r, err := q.CH.Query(ctx, "SELECT sum(rows) AS n FROM llm_request_names WHERE "+nwhere+" AND hour >= toStartOfHour(?) AND hour < ?",
+		append(nargs, f.From, f.To)...)
 	if err != nil {
 		return 0, fmt.Errorf("count requests: %w", err)
 	}
@@ -1179,17 +1175,9 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 // from the hourly name counts: gauges and events are kept per inference
 // service.
 func (q *Queries) servers(ctx context.Context, project uint32, service, model string, r diagnose.Range) ([]string, error) {
-	where := "project_id = ? AND hour >= toStartOfHour(?) AND hour < ? AND server_service != ''"
-	args := []any{project, r.From, r.To}
-	if service != "" {
-		where += " AND (service = ? OR server_service = ?)"
-		args = append(args, service, service)
-	}
-	if model != "" {
-		where += " AND model = ?"
-		args = append(args, model)
-	}
-	res, err := q.CH.Query(ctx, "SELECT DISTINCT server_service FROM llm_request_names WHERE "+where+" ORDER BY server_service", args...)
+	where, args := RequestFilter{Project: project, Service: service, Model: model}.scope()
+	res, err := q.CH.Query(ctx, "SELECT DISTINCT server_service FROM llm_request_names WHERE "+where+
+		" AND hour >= toStartOfHour(?) AND hour < ? AND server_service != '' ORDER BY server_service", append(args, r.From, r.To)...)
 	if err != nil {
 		return nil, fmt.Errorf("inference services: %w", err)
 	}

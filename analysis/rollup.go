@@ -155,15 +155,7 @@ func RollupSQL(project uint32, window diagnose.Range, width time.Duration, servi
 // maps merged in Go.
 func (r rollupRead) sql() (string, []any) {
 	secs := max(int64(r.width/time.Second), 1)
-	filter, fargs := "", []any(nil)
-	if r.service != "" {
-		filter += " AND (service = ? OR server_service = ?)"
-		fargs = append(fargs, r.service, r.service)
-	}
-	if r.model != "" {
-		filter += " AND model = ?"
-		fargs = append(fargs, r.model)
-	}
+	scope, sargs := RequestFilter{Project: r.project, Service: r.service, Model: r.model}.scope()
 	// Each segment's rows as stored (merging them per segment first would
 	// run every sumMap twice).
 	values := slices.Clone(clickhouse.RollupSums)
@@ -178,9 +170,9 @@ func (r rollupRead) sql() (string, []any) {
 		segments = []rollupSegment{{w.From, w.From, &clickhouse.RollupTiers[len(clickhouse.RollupTiers)-1]}}
 	}
 	for _, s := range segments {
-		parts = append(parts, fmt.Sprintf("SELECT service, server_service, model, provider, toStartOfInterval(%[1]s, INTERVAL %[2]d SECOND) AS b, %[3]s FROM %[4]s WHERE project_id = ? AND %[1]s >= ? AND %[1]s < ?%[5]s",
-			s.tier.Column, secs, strings.Join(values, ", "), s.tier.Table, filter))
-		args = append(append(args, r.project, s.from, s.to), fargs...)
+		parts = append(parts, fmt.Sprintf("SELECT service, server_service, model, provider, toStartOfInterval(%[1]s, INTERVAL %[2]d SECOND) AS b, %[3]s FROM %[4]s WHERE %[5]s AND %[1]s >= ? AND %[1]s < ?",
+			s.tier.Column, secs, strings.Join(values, ", "), s.tier.Table, scope))
+		args = append(append(args, sargs...), s.from, s.to)
 	}
 	join := ""
 	if r.nameJoin {
