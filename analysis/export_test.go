@@ -17,8 +17,8 @@ func (q *Queries) TopRequests(ctx context.Context, f RequestFilter) (page []tele
 }
 
 // Metrics is the gauge read of a diagnosis.
-func (q *Queries) Metrics(ctx context.Context, project uint32, services []string, w diagnose.Range, width time.Duration) ([]telemetry.MetricPoint, error) {
-	return q.metrics(ctx, project, services, w, width)
+func (q *Queries) Metrics(ctx context.Context, project uint32, services []string, width time.Duration, ranges ...diagnose.Range) ([][]telemetry.MetricPoint, error) {
+	return q.metrics(ctx, project, services, width, ranges...)
 }
 
 // TopBound is the bound topRequests reads a sorted page's top rows with,

@@ -16,9 +16,12 @@ import (
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
-// Gauges read through the 5-minute peaks (and raw points at the window's
-// ragged edges) are exactly the gauges read from raw points alone, for
-// windows that start and end off the 5-minute grid, whatever the width.
+// Gauges read through the 5-minute peaks are exactly the gauges read from
+// raw points over the window widened to whole 5 minutes (narrower buckets
+// read raw points over the window itself), for windows that start and end
+// off the 5-minute grid, whatever the width; read with the baseline before
+// it in the same statement, the 5 minutes they share go to the window and
+// neither side loses or repeats a point.
 func TestMetricsFromPeaksMatchRawPoints(t *testing.T) {
 	srv := apptest.Start(t, apptest.Options{})
 	ctx := context.Background()
@@ -56,18 +59,34 @@ func TestMetricsFromPeaksMatchRawPoints(t *testing.T) {
 	for _, w := range []diagnose.Range{
 		{From: end.Add(-24*time.Hour - odd), To: end.Add(-odd)},
 		{From: end.Add(-6*time.Hour - odd), To: end.Add(-2 * odd)},
-		{From: end.Add(-48 * time.Hour), To: end},
+		{From: end.Add(-12 * time.Hour), To: end},
 		{From: end.Add(-time.Hour - odd), To: end.Add(-odd)},
 		{From: end.Add(-3 * time.Minute), To: end.Add(-time.Minute)},
 	} {
 		width := diagnose.Buckets(w)
-		got, err := q.Metrics(ctx, 1, []string{"sglang", "vllm"}, w, width)
+		base := diagnose.DefaultBaseline(w)
+		wantWin, wantBase := raw(w, width), raw(base, width)
+		if width%(5*time.Minute) == 0 {
+			grid := func(t time.Time) time.Time { return t.Truncate(5 * time.Minute) }
+			wantWin = raw(diagnose.Range{From: grid(w.From), To: grid(w.To.Add(5*time.Minute - 1))}, width)
+			wantBase = raw(diagnose.Range{From: grid(base.From), To: grid(w.From)}, width)
+		}
+		alone, err := q.Metrics(ctx, 1, []string{"sglang", "vllm"}, width, w)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := raw(w, width)
-		if g := keys(got); !slices.Equal(g, want) || len(want) == 0 {
-			t.Errorf("window %v + %v, %v buckets: %d points, want %d (first difference: %s)", w.From, w.Duration(), width, len(g), len(want), firstDifference(g, want))
+		both, err := q.Metrics(ctx, 1, []string{"sglang", "vllm"}, width, w, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name      string
+			got, want []string
+		}{{"alone", keys(alone[0]), wantWin}, {"window", keys(both[0]), wantWin}, {"baseline", keys(both[1]), wantBase}} {
+			if !slices.Equal(c.got, c.want) || len(c.want) == 0 {
+				t.Errorf("window %v + %v, %v buckets, %s: %d points, want %d (first difference: %s)", w.From, w.Duration(), width, c.name,
+					len(c.got), len(c.want), firstDifference(c.got, c.want))
+			}
 		}
 	}
 }

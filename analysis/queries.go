@@ -948,6 +948,29 @@ func (q *Queries) roughCount(ctx context.Context, where string, args []any) (int
 	return int(r.Row(0).Int("n")), nil
 }
 
+// roughCounts is roughCount of a filter's project, service and model over
+// each of several windows, in one statement (a diagnosis sizes its window
+// and baseline, a comparison its two windows, before reading either).
+func (q *Queries) roughCounts(ctx context.Context, f RequestFilter, ranges ...diagnose.Range) ([]int, error) {
+	scope, args := f.scope()
+	var counts, within []string
+	var countArgs, withinArgs []any
+	for i, r := range ranges {
+		counts, countArgs = append(counts, fmt.Sprintf("countIf(start >= ? AND start < ?) AS n%d", i)), append(countArgs, r.From, r.To)
+		within, withinArgs = append(within, "start >= ? AND start < ?"), append(withinArgs, r.From, r.To)
+	}
+	res, err := q.CH.Query(ctx, "SELECT "+strings.Join(counts, ", ")+" FROM llm_requests WHERE "+scope+" AND ("+strings.Join(within, " OR ")+")",
+		append(append(countArgs, args...), withinArgs...)...)
+	if err != nil {
+		return nil, fmt.Errorf("count requests: %w", err)
+	}
+	out := make([]int, len(ranges))
+	for i := range out {
+		out[i] = int(res.Row(0).Int(fmt.Sprintf("n%d", i)))
+	}
+	return out, nil
+}
+
 // namesRoughMin is the shortest window whose list total is planned from
 // the hourly name counts: its partial first and last hours overcount by a
 // sixth at most.
@@ -1032,31 +1055,50 @@ func (q *Queries) Compare(ctx context.Context, project uint32, a, b diagnose.Ran
 	// reads the other's.
 	var before, after loadedRequests
 	var g errgroup.Group
-	g.Go(func() (err error) {
-		before, err = q.load(ctx, RequestFilter{Project: project, From: a.From, To: a.To, Service: service, Model: model}, q.maxRows())
-		return err
-	})
-	g.Go(func() (err error) {
-		after, err = q.load(ctx, RequestFilter{Project: project, From: b.From, To: b.To, Service: service, Model: model}, q.maxRows())
+	g.Go(func() error {
+		f := RequestFilter{Project: project, Service: service, Model: model}
+		rough, err := q.roughCounts(ctx, f, a, b)
+		if err != nil {
+			return err
+		}
+		g.Go(func() (err error) {
+			f.From, f.To = a.From, a.To
+			where, args := f.where()
+			before, err = q.loadPlanned(ctx, where, args, rough[0], q.maxRows())
+			return err
+		})
+		f.From, f.To = b.From, b.To
+		where, args := f.where()
+		after, err = q.loadPlanned(ctx, where, args, rough[1], q.maxRows())
 		return err
 	})
 	servers, err := q.servers(ctx, project, service, model, diagnose.Range{From: minTime(a.From, b.From), To: maxTime(a.To, b.To)})
 	if err != nil {
 		return diagnose.Comparison{}, err
 	}
-	var bm, am []telemetry.MetricPoint
-	g.Go(func() (err error) {
-		bm, err = q.metrics(ctx, project, servers, a, diagnose.Buckets(a))
-		return err
-	})
-	g.Go(func() (err error) {
-		am, err = q.metrics(ctx, project, servers, b, diagnose.Buckets(b))
-		return err
-	})
+	var gauges [][]telemetry.MetricPoint
+	if diagnose.Buckets(a) == diagnose.Buckets(b) {
+		g.Go(func() (err error) {
+			gauges, err = q.metrics(ctx, project, servers, diagnose.Buckets(b), b, a)
+			return err
+		})
+	} else {
+		// Windows of different lengths chart at different widths.
+		gauges = make([][]telemetry.MetricPoint, 2)
+		for i, r := range []diagnose.Range{b, a} {
+			g.Go(func() error {
+				m, err := q.metrics(ctx, project, servers, diagnose.Buckets(r), r)
+				if err == nil {
+					gauges[i] = m[0]
+				}
+				return err
+			})
+		}
+	}
 	if err := g.Wait(); err != nil {
 		return diagnose.Comparison{}, err
 	}
-	return diagnose.Compare(before.reqs, after.reqs, diagnose.CompareOptions{BeforeMetrics: bm, AfterMetrics: am, Prices: prices,
+	return diagnose.Compare(before.reqs, after.reqs, diagnose.CompareOptions{BeforeMetrics: gauges[1], AfterMetrics: gauges[0], Prices: prices,
 		BeforeTotal: before.sampledFrom, AfterTotal: after.sampledFrom, TotalsEstimated: before.estimated || after.estimated}), nil
 }
 
@@ -1080,12 +1122,29 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 	var win, base loadedRequests
 	var g errgroup.Group
 	g.Go(func() error {
-		f := RequestFilter{Project: d.Project, From: d.Window.From, To: d.Window.To, Service: d.Service, Model: d.Model}
-		where, args := f.where()
-		rough, err := q.roughCount(ctx, where, args)
+		ranges := []diagnose.Range{d.Window}
+		if withBaseline {
+			ranges = append(ranges, d.Baseline)
+		}
+		f := RequestFilter{Project: d.Project, Service: d.Service, Model: d.Model}
+		counts, err := q.roughCounts(ctx, f, ranges...)
 		if err != nil {
 			return err
 		}
+		if withBaseline {
+			// The baseline only gives reference percentiles and shares:
+			// half the window's sample is plenty, and halves its cost.
+			g.Go(func() (err error) {
+				f := f
+				f.From, f.To = d.Baseline.From, d.Baseline.To
+				where, args := f.where()
+				base, err = q.loadPlanned(ctx, where, args, counts[1], q.maxRows()/2)
+				return err
+			})
+		}
+		f.From, f.To = d.Window.From, d.Window.To
+		where, args := f.where()
+		rough := counts[0]
 		if width := diagnose.Buckets(d.Window); rough > q.maxRows() && rough <= q.seriesExactMax() {
 			// The window is loaded as a sample, but is small enough for
 			// its series to come from every request: sharper per-bucket
@@ -1111,14 +1170,6 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 		win, err = q.loadPlanned(ctx, where, args, rough, q.maxRows())
 		return err
 	})
-	if withBaseline {
-		// The baseline only gives reference percentiles and shares: half
-		// the window's sample is plenty, and halves its cost.
-		g.Go(func() (err error) {
-			base, err = q.load(ctx, RequestFilter{Project: d.Project, From: d.Baseline.From, To: d.Baseline.To, Service: d.Service, Model: d.Model}, q.maxRows()/2)
-			return err
-		})
-	}
 	// Gauges and events load beside the requests: the inference services
 	// behind them come from the hourly name counts, not the rows.
 	// Events span the baseline too, even for the series alone: replica
@@ -1129,19 +1180,16 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 		return in, err
 	}
 	// Gauges come pre-aggregated to the chart's bucket width, window and
-	// baseline read apart so no bucket mixes the two.
-	width := diagnose.Buckets(d.Window)
-	var winMetrics, baseMetrics []telemetry.MetricPoint
+	// baseline told apart so no bucket mixes the two.
+	ranges := []diagnose.Range{d.Window}
+	if withBaseline {
+		ranges = append(ranges, d.Baseline)
+	}
+	var gauges [][]telemetry.MetricPoint
 	g.Go(func() (err error) {
-		winMetrics, err = q.metrics(ctx, d.Project, servers, d.Window, width)
+		gauges, err = q.metrics(ctx, d.Project, servers, diagnose.Buckets(d.Window), ranges...)
 		return err
 	})
-	if withBaseline {
-		g.Go(func() (err error) {
-			baseMetrics, err = q.metrics(ctx, d.Project, servers, d.Baseline, width)
-			return err
-		})
-	}
 	if len(servers) > 0 {
 		g.Go(func() error {
 			r, err := q.CH.Query(ctx, "SELECT "+clickhouse.EventColumns+" FROM events FINAL WHERE project_id = ? AND service IN ? AND time >= ? AND time < ? ORDER BY time",
@@ -1166,7 +1214,10 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 	}
 	in.BaselineRequests, in.BaselineTotal = base.reqs, base.sampledFrom
 	in.TotalsEstimated = win.estimated || base.estimated
-	in.Metrics = append(baseMetrics, winMetrics...)
+	in.Metrics = gauges[0]
+	if withBaseline {
+		in.Metrics = append(gauges[1], gauges[0]...)
+	}
 	return in, nil
 }
 
@@ -1286,19 +1337,10 @@ func (p SamplePlan) SQL(where string, args []any, limit int) (string, []any) {
 		append(args, 2*limit)
 }
 
-// load reads the requests of a window: all of them up to MaxRows, else a
-// uniform sample chosen by hash modulo (a filter the engine applies while
-// reading, far cheaper than ordering every row by hash).
-func (q *Queries) load(ctx context.Context, f RequestFilter, limit int) (loadedRequests, error) {
-	where, args := f.where()
-	rough, err := q.roughCount(ctx, where, args)
-	if err != nil {
-		return loadedRequests{}, err
-	}
-	return q.loadPlanned(ctx, where, args, rough, limit)
-}
-
-// loadPlanned is load once the rough count of the where clause is known.
+// loadPlanned reads the requests of a window (where, args) given a rough
+// count of its stored rows: all of them up to limit, else a uniform sample
+// chosen by hash modulo (a filter the engine applies while reading, far
+// cheaper than ordering every row by hash).
 func (q *Queries) loadPlanned(ctx context.Context, where string, args []any, rough, limit int) (loadedRequests, error) {
 	// The rough count overcounts unmerged versions, so the sample errs on
 	// the small side.
@@ -1330,25 +1372,28 @@ func (q *Queries) loadPlanned(ctx context.Context, where string, args []any, rou
 }
 
 // metrics loads the inference gauges of the given services as one point per
-// (bucket of width, service, instance, gauge): the bucket's peak, stamped
-// with its last sample's time so it lands in the same bucket in Go. Peaks
-// are what the charts and corroboration read (a full KV cache on one
-// instance holds that instance's requests), and a 7-day window then moves
-// thousands of points instead of millions.
-func (q *Queries) metrics(ctx context.Context, project uint32, services []string, w diagnose.Range, width time.Duration) ([]telemetry.MetricPoint, error) {
-	if len(services) == 0 {
-		return nil, nil
+// (bucket of width, service, instance, gauge) for each range, in one
+// statement: the bucket's peak, stamped with its last sample's time so it
+// lands in the same bucket in Go. Peaks are what the charts and
+// corroboration read (a full KV cache on one instance holds that
+// instance's requests), and a 7-day window then moves thousands of points
+// instead of millions. out[i] holds ranges[i]'s points; a bucket two ranges
+// share (a window and the baseline right before it) belongs to the first.
+func (q *Queries) metrics(ctx context.Context, project uint32, services []string, width time.Duration, ranges ...diagnose.Range) ([][]telemetry.MetricPoint, error) {
+	out := make([][]telemetry.MetricPoint, len(ranges))
+	if len(services) == 0 || len(ranges) == 0 {
+		return out, nil
 	}
-	sql, args := MetricsSQL(project, services, w, width)
+	sql, args := MetricsSQL(project, services, width, ranges...)
 	r, err := q.CH.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("load metrics: %w", err)
 	}
-	out := make([]telemetry.MetricPoint, r.Len())
-	for i := range out {
+	for i := range r.Len() {
 		row := r.Row(i)
-		out[i] = telemetry.MetricPoint{ProjectID: project, Time: row.Time("at"), Service: row.String("service"),
-			Instance: row.String("instance"), Name: row.String("name"), Value: row.Float("peak")}
+		side := row.Int("side")
+		out[side] = append(out[side], telemetry.MetricPoint{ProjectID: project, Time: row.Time("at"), Service: row.String("service"),
+			Instance: row.String("instance"), Name: row.String("name"), Value: row.Float("peak")})
 	}
 	return out, nil
 }
@@ -1357,28 +1402,42 @@ func (q *Queries) metrics(ctx context.Context, project uint32, services []string
 const peakStep = 5 * time.Minute
 
 // MetricsSQL is the statement metrics runs. A width that is a multiple of
-// 5 minutes reads the 5-minute peaks for the part of the window they
-// cover whole, and raw points only for its ragged edges: the same answer
-// as raw points alone (each 5-minute bucket lies in one chart bucket, and
-// max of maxes is the max), a twentieth of the reading.
-func MetricsSQL(project uint32, services []string, w diagnose.Range, width time.Duration) (string, []any) {
+// 5 minutes reads only the 5-minute peaks, each range widened to whole 5
+// minutes: each 5-minute bucket lies in one chart bucket, so a chart
+// bucket's peak is the peak of all its samples, the first bucket's
+// included (it starts before the window anyway; reading raw points for the
+// ragged edges instead cost ~10 ms of engine time per range). Narrower
+// buckets read raw points. Rows carry side, the index of the first range
+// holding them.
+func MetricsSQL(project uint32, services []string, width time.Duration, ranges ...diagnose.Range) (string, []any) {
 	gauges := []string{diagnose.MetricKVCacheUsage, diagnose.MetricRequestsWaiting, diagnose.MetricRequestsRunning}
 	seconds := max(int64(width/time.Second), 1)
-	const raw = "SELECT time AS t, service, instance, name, value AS v FROM metric_points WHERE project_id = ? AND name IN ? AND service IN ? AND isFinite(value)"
-	const group = " GROUP BY toStartOfInterval(t, toIntervalSecond(?)) AS bucket, service, instance, name ORDER BY at"
-	inner := w.From.Truncate(peakStep)
-	if inner.Before(w.From) {
-		inner = inner.Add(peakStep)
+	inner := "SELECT time AS t, service, instance, name, value AS v, %s AS side FROM metric_points WHERE project_id = ? AND name IN ? AND service IN ? AND isFinite(value) AND (%s)"
+	at := "time"
+	if width%peakStep == 0 {
+		inner = "SELECT CAST(last_time AS DateTime64(9, 'UTC')) AS t, service, instance, name, CAST(peak AS Float64) AS v, %s AS side FROM metric_peaks_5m WHERE project_id = ? AND name IN ? AND service IN ? AND (%s)"
+		at = "bucket"
+		ranges = slices.Clone(ranges)
+		for i, r := range ranges {
+			ranges[i] = diagnose.Range{From: r.From.Truncate(peakStep), To: ceilTime(r.To, peakStep)}
+		}
 	}
-	innerEnd := w.To.Truncate(peakStep)
-	if width%peakStep != 0 || !inner.Before(innerEnd) {
-		return "SELECT max(t) AS at, service, instance, name, max(v) AS peak FROM (" + raw + " AND time >= ? AND time < ?)" + group,
-			[]any{project, gauges, services, w.From, w.To, seconds}
+	var side, where []string
+	var sideArgs, whereArgs []any
+	for i, r := range ranges {
+		cond := at + " >= ? AND " + at + " < ?"
+		where, whereArgs = append(where, cond), append(whereArgs, r.From, r.To)
+		if i < len(ranges)-1 {
+			side, sideArgs = append(side, cond, strconv.Itoa(i)), append(sideArgs, r.From, r.To)
+		}
 	}
-	return "SELECT max(t) AS at, service, instance, name, max(v) AS peak FROM (" +
-			"SELECT CAST(last_time AS DateTime64(9, 'UTC')) AS t, service, instance, name, CAST(peak AS Float64) AS v FROM metric_peaks_5m WHERE project_id = ? AND name IN ? AND service IN ? AND bucket >= ? AND bucket < ?" +
-			" UNION ALL " + raw + " AND (time >= ? AND time < ? OR time >= ? AND time < ?))" + group,
-		[]any{project, gauges, services, inner, innerEnd, project, gauges, services, w.From, inner, innerEnd, w.To, seconds}
+	sideSQL := strconv.Itoa(len(ranges) - 1)
+	if len(side) > 0 {
+		sideSQL = "multiIf(" + strings.Join(side, ", ") + ", " + sideSQL + ")"
+	}
+	args := append(append(sideArgs, project, gauges, services), whereArgs...)
+	return "SELECT max(t) AS at, service, instance, name, max(v) AS peak, side FROM (" + fmt.Sprintf(inner, sideSQL, strings.Join(where, " OR ")) +
+		") GROUP BY toStartOfInterval(t, toIntervalSecond(?)) AS bucket, side, service, instance, name ORDER BY at", append(args, seconds)
 }
 
 // Trace returns a trace's spans and its decomposed requests.

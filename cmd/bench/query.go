@@ -351,7 +351,7 @@ func requestWhere(project uint32, r diagnose.Range) (string, []any) {
 	return "project_id = ? AND start >= ? AND start < ?", []any{project, r.From, r.To}
 }
 
-// roughCounter is analysis.Queries.load's first, cheap count of a window.
+// roughCounter is analysis.Queries.roughCounts's cheap count of a window.
 type roughCounter func(diagnose.Range) int
 
 func newRoughCounter(ctx context.Context, ch *clickhouse.Store, project uint32) roughCounter {
@@ -420,7 +420,7 @@ func topStatements(ctx context.Context, ch *clickhouse.Store, project uint32, wi
 	return []statement{{analysis.TopRequestsSQL(where, len(keys)), analysis.TopRequestsArgs(project, args, keys)}, keysSt, boundSt}
 }
 
-// loadStatement is the read analysis.Queries.load plans for the window.
+// loadStatement is the read analysis.Queries.loadPlanned plans for the window.
 // (a diagnosis's baseline reads half the rows: limit).
 func loadStatement(project uint32, r diagnose.Range, rough roughCounter, limit int) statement {
 	where, args := requestWhere(project, r)
@@ -431,8 +431,8 @@ func loadStatement(project uint32, r diagnose.Range, rough roughCounter, limit i
 // finalSettings are analysis's settings of every FINAL read.
 const finalSettings = analysis.FinalSettings
 
-func metricsStatement(project uint32, r diagnose.Range, width time.Duration) statement {
-	sql, args := analysis.MetricsSQL(project, serverNames(), r, width)
+func metricsStatement(project uint32, width time.Duration, ranges ...diagnose.Range) statement {
+	sql, args := analysis.MetricsSQL(project, serverNames(), width, ranges...)
 	return statement{sql, args}
 }
 
@@ -490,10 +490,10 @@ func statements(op string, project uint32, window, before diagnose.Range, rough 
 				[]any{project, r.From, r.To}}
 		}
 		if op == "series" {
-			return append([]statement{loadStatement(project, window, rough, maxRows), servers(window), metricsStatement(project, window, width), events}, series...)
+			return append([]statement{loadStatement(project, window, rough, maxRows), servers(window), metricsStatement(project, width, window), events}, series...)
 		}
 		return append([]statement{loadStatement(project, window, rough, maxRows), loadStatement(project, baseline, rough, maxRows/2), servers(span),
-			metricsStatement(project, window, width), metricsStatement(project, baseline, width), events}, series...)
+			metricsStatement(project, width, window, baseline), events}, series...)
 	case "overview":
 		if analysis.RollupServes(window) {
 			// Its per-service read of the rollups (the trend and model
@@ -517,8 +517,8 @@ func statements(op string, project uint32, window, before diagnose.Range, rough 
 				" GROUP BY service, server_service, model", args},
 		}
 	case "compare":
-		return []statement{loadStatement(project, window, rough, maxRows), loadStatement(project, before, rough, maxRows), metricsStatement(project, before, diagnose.Buckets(before)),
-			metricsStatement(project, window, diagnose.Buckets(window))}
+		return []statement{loadStatement(project, window, rough, maxRows), loadStatement(project, before, rough, maxRows),
+			metricsStatement(project, diagnose.Buckets(window), window, before)}
 	}
 	return nil
 }
