@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -38,13 +39,22 @@ func writeTestSegment(t *testing.T, dir string, recs []Record) (string, []int) {
 	return w.segPath(seq), sizes
 }
 
+// testRecords are n records whose payloads compress (a run of zeros), so
+// they are stored as S2 blocks.
 func testRecords(n int) []Record {
 	recs := make([]Record, n)
 	for i := range recs {
 		recs[i] = Record{Kind: KindPoints, ProjectID: uint32(i + 1), Received: time.Unix(1_790_000_000+int64(i), 5).UTC(),
-			Payload: []byte(fmt.Sprintf(`[{"record":%d,"pad":"%0*d"}]`, i, 100*(i+1), 0))}
+			Payload: []byte(fmt.Sprintf(`[{"record":%d,"pad":"%0*d"}]`, i, 300*(i+1), 0))}
 	}
 	return recs
+}
+
+// resum recomputes the checksum of the record at off, size bytes long, so a
+// change to it passes the checksum and must be caught by what follows.
+func resum(seg []byte, off, size int) {
+	end := off + size - 4
+	binary.LittleEndian.PutUint32(seg[end:], crc32.ChecksumIEEE(seg[off:end]))
 }
 
 func payloads(recs []Record) []string {
@@ -69,13 +79,38 @@ func TestReadSegmentDamage(t *testing.T) {
 	}
 	second := sizes[0] // offset of record 2
 	third := sizes[0] + sizes[1]
+	for i, off := range []int{0, second, third} {
+		if whole[off+5] != codecS2 {
+			t.Fatalf("record %d stored with codec %d, want S2 (%d): the cases below would not test compressed records", i+1, whole[off+5], codecS2)
+		}
+	}
 	flip := func(off int) []byte {
 		b := append([]byte(nil), whole...)
 		b[off] ^= 0x40
 		return b
 	}
 	hugeLen := append([]byte(nil), whole...)
-	binary.LittleEndian.PutUint32(hugeLen[third+17:], 1<<30-1) // claims ~1 GiB
+	binary.LittleEndian.PutUint32(hugeLen[third+18:], 1<<30-1) // claims ~1 GiB
+	// Damage that the checksum cannot see (it is recomputed): the reader
+	// must still stop at record 2 rather than return a wrong payload.
+	resummed := func(change func(rec []byte)) []byte {
+		b := append([]byte(nil), whole...)
+		change(b[second:third])
+		resum(b, second, sizes[1])
+		return b
+	}
+	garbledBlock := resummed(func(rec []byte) {
+		for i := recordHeader + 2; i < len(rec)-4; i++ {
+			rec[i] = 0xff
+		}
+	})
+	unknownCodec := resummed(func(rec []byte) { rec[5] = 9 })
+	hugeDecoded := resummed(func(rec []byte) {
+		// The S2 block starts with its decoded length as a uvarint:
+		// claim 2 GiB. Only the first 5 bytes change; the block is
+		// then shorter than it says.
+		copy(rec[recordHeader:], binary.AppendUvarint(nil, 2<<30))
+	})
 
 	tests := []struct {
 		name string
@@ -92,6 +127,9 @@ func TestReadSegmentDamage(t *testing.T) {
 		{"corrupt kind of record 2", flip(second + 4), 1},
 		{"bad magic in record 1", flip(0), 0},
 		{"length beyond the file", hugeLen, 2},
+		{"compressed payload that does not decode", garbledBlock, 1},
+		{"unknown codec", unknownCodec, 1},
+		{"compressed payload claiming 2 GiB decoded", hugeDecoded, 1},
 		{"empty file", nil, 0},
 	}
 	for _, tt := range tests {
