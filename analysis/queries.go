@@ -917,6 +917,40 @@ func (q *Queries) Diagnose(ctx context.Context, d DiagnoseRequest) (diagnose.Dia
 	return diagnose.Diagnose(in), nil
 }
 
+// DiagnoseWithSlowest is Diagnose and the window's n slowest requests by
+// TTFT, as Requests sorted by "ttft", descending, lists them (the
+// diagnosis page shows both). A window loaded whole holds them among its
+// rows already; a sampled one is listed while Go runs the diagnosis.
+func (q *Queries) DiagnoseWithSlowest(ctx context.Context, d DiagnoseRequest, n int) (diagnose.Diagnosis, []telemetry.LLMRequest, error) {
+	in, err := q.input(ctx, d, true)
+	if err != nil {
+		return diagnose.Diagnosis{}, nil, err
+	}
+	if in.WindowTotal == 0 { // the rows are the whole window
+		slow := slices.Clone(in.Requests)
+		before := topBefore(SortColumns["ttft"], true)
+		slices.SortFunc(slow, func(a, b telemetry.LLMRequest) int {
+			if before(&a, &b) {
+				return -1
+			}
+			if before(&b, &a) {
+				return 1
+			}
+			return 0
+		})
+		return diagnose.Diagnose(in), slow[:min(n, len(slow))], nil
+	}
+	var slow []telemetry.LLMRequest
+	var g errgroup.Group
+	g.Go(func() (err error) {
+		slow, _, err = q.Requests(ctx, RequestFilter{Project: d.Project, From: d.Window.From, To: d.Window.To, Service: d.Service, Model: d.Model,
+			Sort: "ttft", Desc: true, Limit: n, NoTotal: true})
+		return err
+	})
+	out := diagnose.Diagnose(in)
+	return out, slow, g.Wait()
+}
+
 // FinalSettings go with every FINAL read of llm_requests (the query bench
 // issues the same statements): a request's
 // versions share its start, so they always sit in the same day partition

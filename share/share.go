@@ -27,7 +27,7 @@ import (
 // Source is what the shared pages read (analysis.Queries).
 type Source interface {
 	Requests(ctx context.Context, f analysis.RequestFilter) ([]telemetry.LLMRequest, analysis.Count, error)
-	Diagnose(ctx context.Context, d analysis.DiagnoseRequest) (diagnose.Diagnosis, error)
+	DiagnoseWithSlowest(ctx context.Context, d analysis.DiagnoseRequest, n int) (diagnose.Diagnosis, []telemetry.LLMRequest, error)
 	Compare(ctx context.Context, project uint32, a, b diagnose.Range, service, model string, prices map[string]diagnose.Price) (diagnose.Comparison, error)
 	Trace(ctx context.Context, project uint32, traceID string) ([]telemetry.Span, []telemetry.LLMRequest, error)
 }
@@ -290,20 +290,14 @@ func (s *Service) Diagnose(ctx context.Context, project uint32, p DiagnoseParams
 	if s.Settings != nil {
 		req.SLO, req.Prices = s.Settings.SLOAndPrices(ctx, project, p.Service, p.Model)
 	}
-	d, err := s.Source.Diagnose(ctx, req)
+	d, slow, err := s.Source.DiagnoseWithSlowest(ctx, req, SlowestShown)
 	if err != nil {
 		return nil, err
 	}
-	out := &DiagnoseData{Params: p, Diagnosis: d, Slowest: []telemetry.LLMRequest{}}
-	if d.Requests > 0 {
-		slow, _, err := s.Source.Requests(ctx, analysis.RequestFilter{Project: project, From: p.Window.From, To: p.Window.To,
-			Service: p.Service, Model: p.Model, Sort: "ttft", Desc: true, Limit: SlowestShown, NoTotal: true})
-		if err != nil {
-			return nil, err
-		}
-		out.Slowest = slow
+	if slow == nil {
+		slow = []telemetry.LLMRequest{}
 	}
-	return out, nil
+	return &DiagnoseData{Params: p, Diagnosis: d, Slowest: slow}, nil
 }
 
 // Compare computes the compare page's data.

@@ -116,10 +116,11 @@ func (f *fakeSource) Requests(_ context.Context, r analysis.RequestFilter) ([]te
 	return []telemetry.LLMRequest{{TraceID: "t1", TTFT: telemetry.Ptr(1900.0)}}, analysis.Count{N: 1}, nil
 }
 
-func (f *fakeSource) Diagnose(_ context.Context, d analysis.DiagnoseRequest) (diagnose.Diagnosis, error) {
+func (f *fakeSource) DiagnoseWithSlowest(ctx context.Context, d analysis.DiagnoseRequest, n int) (diagnose.Diagnosis, []telemetry.LLMRequest, error) {
 	f.diagnosed = append(f.diagnosed, d)
+	slow, _, _ := f.Requests(ctx, analysis.RequestFilter{Limit: n})
 	return diagnose.Diagnosis{Verdict: diagnose.VerdictQueueing, Summary: "TTFT p95 rose from 12 ms to 1.9 s because requests queued.",
-		Requests: 40, Evidence: []diagnose.Evidence{{N: 1, Text: "queue p95 12 ms → 1.9 s."}, {N: 2, Text: "KV cache 97–99 %."}, {N: 3, Text: "third"}}}, nil
+		Requests: 40, Evidence: []diagnose.Evidence{{N: 1, Text: "queue p95 12 ms → 1.9 s."}, {N: 2, Text: "KV cache 97–99 %."}, {N: 3, Text: "third"}}}, slow, nil
 }
 
 func (f *fakeSource) Compare(context.Context, uint32, diagnose.Range, diagnose.Range, string, string, map[string]diagnose.Price) (diagnose.Comparison, error) {

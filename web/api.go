@@ -25,6 +25,7 @@ type Queries interface {
 	Requests(ctx context.Context, f analysis.RequestFilter) ([]telemetry.LLMRequest, analysis.Count, error)
 	Services(ctx context.Context, project uint32, since time.Time) ([]analysis.ServiceInfo, error)
 	Diagnose(ctx context.Context, d analysis.DiagnoseRequest) (diagnose.Diagnosis, error)
+	DiagnoseWithSlowest(ctx context.Context, d analysis.DiagnoseRequest, n int) (diagnose.Diagnosis, []telemetry.LLMRequest, error)
 	Series(ctx context.Context, d analysis.DiagnoseRequest) ([]diagnose.Bucket, float64, error)
 	Compare(ctx context.Context, project uint32, a, b diagnose.Range, service, model string, prices map[string]diagnose.Price) (diagnose.Comparison, error)
 	Trace(ctx context.Context, project uint32, traceID string) ([]telemetry.Span, []telemetry.LLMRequest, error)
