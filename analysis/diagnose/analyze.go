@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tokenpath/tokenpath/analysis/stats"
@@ -82,11 +83,40 @@ func Diagnose(in Input) Diagnosis {
 			a.metricsBase = append(a.metricsBase, m)
 		}
 	}
-	a.comps = componentStats(a.winCols, a.baseCols)
+	// The parts below read only the input (and the columns, computed once
+	// whoever asks first): on two cores they run at once, and a diagnosis's
+	// Go time after its last read roughly halves.
+	var (
+		wg         sync.WaitGroup
+		baseSeries []Bucket
+		reqCorrs   []Correlation
+		cmp        *Comparison
+	)
+	parallel := func(f func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f()
+		}()
+	}
+	parallel(func() { a.comps = componentStats(a.winCols, a.baseCols) })
+	parallel(func() { baseSeries = a.correlationBaselineSeries() })
+	parallel(func() {
+		reqCorrs = requestCorrelations(in.Requests)
+		a.slo = sloResult(in.SLO, in.Requests)
+	})
+	if a.hasBaseline {
+		parallel(func() {
+			c := compare(a.baseCols, a.winCols, CompareOptions{
+				BeforeMetrics: a.metricsBase, AfterMetrics: a.metricsWin, Prices: in.Prices,
+				BeforeTotal: in.BaselineTotal, AfterTotal: in.WindowTotal, TotalsEstimated: in.TotalsEstimated,
+			})
+			cmp = &c
+		})
+	}
 	a.series = series(in.Window, a.width, a.winCols, sampleScale(in.WindowTotal, len(in.Requests)), in.RequestBuckets, in.Metrics, in.Events)
-	a.corrs = append(bucketCorrelations(a.correlationBuckets(), fmtWidth(a.width)+" bucket"),
-		requestCorrelations(in.Requests)...)
-	a.slo = sloResult(in.SLO, in.Requests)
+	wg.Wait()
+	a.corrs = append(bucketCorrelations(append(baseSeries, a.series...), fmtWidth(a.width)+" bucket"), reqCorrs...)
 
 	d := Diagnosis{
 		Verdict:           VerdictHealthy,
@@ -108,13 +138,7 @@ func Diagnose(in Input) Diagnosis {
 		Decode:   decodeBound(in.Requests, a.corrs),
 		Cost:     CostPerTask(in.Requests, in.Prices),
 	}
-	if a.hasBaseline {
-		c := compare(a.baseCols, a.winCols, CompareOptions{
-			BeforeMetrics: a.metricsBase, AfterMetrics: a.metricsWin, Prices: in.Prices,
-			BeforeTotal: in.BaselineTotal, AfterTotal: in.WindowTotal, TotalsEstimated: in.TotalsEstimated,
-		})
-		d.Answers.Compare = &c
-	}
+	d.Answers.Compare = cmp
 	if len(in.Requests) == 0 {
 		d.Summary = "No LLM requests in the window, so there is nothing to diagnose."
 		d.Answers.Cause = VerdictHealthy
@@ -211,14 +235,13 @@ func (a *analysis) primaryGroup() *group {
 	return a.group("e2e")
 }
 
-// correlationBuckets is the baseline's tail and the window, bucketed alike,
-// so that a window saturated throughout still has low-pressure buckets to
-// correlate against.
-func (a *analysis) correlationBuckets() []Bucket {
-	win := a.series
+// correlationBaselineSeries is the baseline's tail bucketed like the
+// window: the correlations read it before the window's buckets, so that a
+// window saturated throughout still has low-pressure buckets to correlate
+// against.
+func (a *analysis) correlationBaselineSeries() []Bucket {
 	b := correlationBaseline(a.in.Window, a.in.Baseline)
-	base := series(b, a.width, a.baseCols, sampleScale(a.in.BaselineTotal, len(a.in.BaselineRequests)), nil, a.in.Metrics, a.in.Events)
-	return append(base, win...)
+	return series(b, a.width, a.baseCols, sampleScale(a.in.BaselineTotal, len(a.in.BaselineRequests)), nil, a.in.Metrics, a.in.Events)
 }
 
 // correlationBaseline is the part of the baseline whose buckets the
