@@ -910,7 +910,7 @@ type DiagnoseRequest struct {
 
 // Diagnose loads the window and baseline and runs the diagnosis.
 func (q *Queries) Diagnose(ctx context.Context, d DiagnoseRequest) (diagnose.Diagnosis, error) {
-	in, err := q.input(ctx, d, true)
+	in, err := q.input(ctx, d, true, nil)
 	if err != nil {
 		return diagnose.Diagnosis{}, err
 	}
@@ -920,14 +920,27 @@ func (q *Queries) Diagnose(ctx context.Context, d DiagnoseRequest) (diagnose.Dia
 // DiagnoseWithSlowest is Diagnose and the window's n slowest requests by
 // TTFT, as Requests sorted by "ttft", descending, lists them (the
 // diagnosis page shows both). A window loaded whole holds them among its
-// rows already; a sampled one is listed while Go runs the diagnosis.
+// rows already; for a sampled one the list is read beside the window's
+// other reads, queued as soon as the window's size says it is sampled
+// (after its reads it would add its own to the page's time).
 func (q *Queries) DiagnoseWithSlowest(ctx context.Context, d DiagnoseRequest, n int) (diagnose.Diagnosis, []telemetry.LLMRequest, error) {
-	in, err := q.input(ctx, d, true)
-	if err != nil {
+	var slow []telemetry.LLMRequest
+	var g errgroup.Group
+	in, err := q.input(ctx, d, true, func(whole bool) {
+		if whole {
+			return
+		}
+		g.Go(func() (err error) {
+			slow, _, err = q.Requests(ctx, RequestFilter{Project: d.Project, From: d.Window.From, To: d.Window.To, Service: d.Service, Model: d.Model,
+				Sort: "ttft", Desc: true, Limit: n, NoTotal: true})
+			return err
+		})
+	})
+	if err := errors.Join(err, g.Wait()); err != nil {
 		return diagnose.Diagnosis{}, nil, err
 	}
 	if in.WindowTotal == 0 { // the rows are the whole window
-		slow := slices.Clone(in.Requests)
+		slow = slices.Clone(in.Requests)
 		before := topBefore(SortColumns["ttft"], true)
 		slices.SortFunc(slow, func(a, b telemetry.LLMRequest) int {
 			if before(&a, &b) {
@@ -938,17 +951,9 @@ func (q *Queries) DiagnoseWithSlowest(ctx context.Context, d DiagnoseRequest, n 
 			}
 			return 0
 		})
-		return diagnose.Diagnose(in), slow[:min(n, len(slow))], nil
+		slow = slow[:min(n, len(slow))]
 	}
-	var slow []telemetry.LLMRequest
-	var g errgroup.Group
-	g.Go(func() (err error) {
-		slow, _, err = q.Requests(ctx, RequestFilter{Project: d.Project, From: d.Window.From, To: d.Window.To, Service: d.Service, Model: d.Model,
-			Sort: "ttft", Desc: true, Limit: n, NoTotal: true})
-		return err
-	})
-	out := diagnose.Diagnose(in)
-	return out, slow, g.Wait()
+	return diagnose.Diagnose(in), slow, nil
 }
 
 // FinalSettings go with every FINAL read of llm_requests (the query bench
@@ -1104,14 +1109,15 @@ func (q *Queries) Compare(ctx context.Context, project uint32, a, b diagnose.Ran
 		if err != nil {
 			return err
 		}
+		fa, fb := f, f
+		fa.From, fa.To = a.From, a.To
+		fb.From, fb.To = b.From, b.To
 		g.Go(func() (err error) {
-			f.From, f.To = a.From, a.To
-			where, args := f.where()
+			where, args := fa.where()
 			before, err = q.loadPlanned(ctx, where, args, rough[0], q.maxRows())
 			return err
 		})
-		f.From, f.To = b.From, b.To
-		where, args := f.where()
+		where, args := fb.where()
 		after, err = q.loadPlanned(ctx, where, args, rough[1], q.maxRows())
 		return err
 	})
@@ -1149,14 +1155,17 @@ func (q *Queries) Compare(ctx context.Context, project uint32, a, b diagnose.Ran
 func (q *Queries) Series(ctx context.Context, d DiagnoseRequest) ([]diagnose.Bucket, float64, error) {
 	// Series reads only the window's requests and gauges; the baseline
 	// still bounds the events (replica counts carry forward from before).
-	in, err := q.input(ctx, d, false)
+	in, err := q.input(ctx, d, false, nil)
 	if err != nil {
 		return nil, 0, err
 	}
 	return diagnose.Series(in), diagnose.Buckets(in.Window).Seconds(), nil
 }
 
-func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline bool) (diagnose.Input, error) {
+// input loads what a diagnosis (withBaseline) or the series alone reads;
+// planned, when set, is told as soon as the window's size is known whether
+// its rows will be read whole.
+func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline bool, planned func(whole bool)) (diagnose.Input, error) {
 	if d.Baseline.IsZero() {
 		d.Baseline = diagnose.DefaultBaseline(d.Window)
 	}
@@ -1177,17 +1186,21 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 		if withBaseline {
 			// The baseline only gives reference percentiles and shares:
 			// half the window's sample is plenty, and halves its cost.
+			fb := f
+			fb.From, fb.To = d.Baseline.From, d.Baseline.To
 			g.Go(func() (err error) {
-				f := f
-				f.From, f.To = d.Baseline.From, d.Baseline.To
-				where, args := f.where()
+				where, args := fb.where()
 				base, err = q.loadPlanned(ctx, where, args, counts[1], q.maxRows()/2)
 				return err
 			})
 		}
-		f.From, f.To = d.Window.From, d.Window.To
-		where, args := f.where()
+		fw := f
+		fw.From, fw.To = d.Window.From, d.Window.To
+		where, args := fw.where()
 		rough := counts[0]
+		if planned != nil {
+			planned(!PlanSample(rough, q.maxRows()).Sampled())
+		}
 		if width := diagnose.Buckets(d.Window); rough > q.maxRows() && rough <= q.seriesExactMax() {
 			// The window is loaded as a sample, but is small enough for
 			// its series to come from every request: sharper per-bucket
