@@ -1,9 +1,7 @@
 package stats
 
 import (
-	"cmp"
 	"math"
-	"slices"
 )
 
 // MinLagPairs is the fewest non-NaN pairs LagCorrelation accepts at a lag:
@@ -55,32 +53,21 @@ func Spearman(x, y []float64) float64 {
 // average of the ranks they span, NaN values keep a NaN rank and take no
 // rank from the others.
 func Ranks(xs []float64) []float64 {
-	// Values sorted with their positions: ties share a mean rank, so the
-	// sort need not be stable (and a plain one is several times faster).
-	type ranked struct {
-		x float64
-		i int
-	}
-	vs := make([]ranked, 0, len(xs))
-	for i, x := range xs {
-		if !math.IsNaN(x) {
-			vs = append(vs, ranked{x, i})
-		}
-	}
-	slices.SortFunc(vs, func(a, b ranked) int { return cmp.Compare(a.x, b.x) })
+	// Ties share a mean rank, so the sort need not be stable.
+	order := sortedOrder(xs)
 	ranks := make([]float64, len(xs))
 	for i := range ranks {
 		ranks[i] = math.NaN()
 	}
-	for start := 0; start < len(vs); {
+	for start := 0; start < len(order); {
 		end := start + 1
-		for end < len(vs) && vs[end].x == vs[start].x {
+		for end < len(order) && xs[order[end]] == xs[order[start]] {
 			end++
 		}
 		// Ranks start+1 … end share their mean.
 		avg := float64(start+1+end) / 2
 		for k := start; k < end; k++ {
-			ranks[vs[k].i] = avg
+			ranks[order[k]] = avg
 		}
 		start = end
 	}

@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"cmp"
 	"math"
 	"slices"
 )
@@ -24,12 +25,7 @@ func sortFloats(xs []float64) {
 	keys := make([]uint64, len(xs))
 	var counts [8][256]int
 	for i, x := range xs {
-		k := math.Float64bits(x)
-		if k>>63 == 1 {
-			k = ^k
-		} else {
-			k |= 1 << 63
-		}
+		k := orderedBits(x)
 		keys[i] = k
 		for d := range 8 {
 			counts[d][byte(k>>(8*d))]++
@@ -61,4 +57,62 @@ func sortFloats(xs []float64) {
 		}
 		xs[i] = math.Float64frombits(k)
 	}
+}
+
+// orderedBits maps a float (no NaN) to a uint64 ordered like it: every bit
+// of a negative flipped, only the sign bit of a positive. -0 sorts before
+// +0, which are equal as floats.
+func orderedBits(x float64) uint64 {
+	k := math.Float64bits(x)
+	if k>>63 == 1 {
+		return ^k
+	}
+	return k | 1<<63
+}
+
+// sortedOrder returns the positions of xs's values other than NaN, ordered
+// by value (ties in any order): the same LSD radix sort as sortFloats,
+// carrying each key's position (Spearman ranks two columns of every
+// request of a window; comparison sorting them was a third of a
+// diagnosis's Go time).
+func sortedOrder(xs []float64) []int32 {
+	idx := make([]int32, 0, len(xs))
+	for i, x := range xs {
+		if !math.IsNaN(x) {
+			idx = append(idx, int32(i))
+		}
+	}
+	if len(idx) < radixMin {
+		slices.SortFunc(idx, func(a, b int32) int { return cmp.Compare(xs[a], xs[b]) })
+		return idx
+	}
+	keys := make([]uint64, len(idx))
+	var counts [8][256]int
+	for j, i := range idx {
+		k := orderedBits(xs[i])
+		keys[j] = k
+		for d := range 8 {
+			counts[d][byte(k>>(8*d))]++
+		}
+	}
+	tmpK, tmpI := make([]uint64, len(keys)), make([]int32, len(idx))
+	for d := range 8 {
+		c := &counts[d]
+		if c[byte(keys[0]>>(8*d))] == len(keys) {
+			continue // every key has the same byte here: nothing moves
+		}
+		pos := 0
+		for b := range c {
+			pos, c[b] = pos+c[b], pos
+		}
+		shift := 8 * d
+		for j, k := range keys {
+			b := byte(k >> shift)
+			tmpK[c[b]], tmpI[c[b]] = k, idx[j]
+			c[b]++
+		}
+		keys, tmpK = tmpK, keys
+		idx, tmpI = tmpI, idx
+	}
+	return idx
 }
