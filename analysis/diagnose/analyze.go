@@ -91,6 +91,8 @@ func Diagnose(in Input) Diagnosis {
 		baseSeries []Bucket
 		reqCorrs   []Correlation
 		cmp        *Comparison
+		workload   *WorkloadShape
+		cost       *TaskCost
 	)
 	parallel := func(f func()) {
 		wg.Add(1)
@@ -104,6 +106,10 @@ func Diagnose(in Input) Diagnosis {
 	parallel(func() {
 		reqCorrs = requestCorrelations(in.Requests)
 		a.slo = sloResult(in.SLO, in.Requests)
+	})
+	parallel(func() {
+		workload = workloadShape(in.Requests)
+		cost = CostPerTask(in.Requests, in.Prices)
 	})
 	if a.hasBaseline {
 		parallel(func() {
@@ -133,10 +139,10 @@ func Diagnose(in Input) Diagnosis {
 		RequestsEstimated: in.TotalsEstimated,
 	}
 	d.Answers = Answers{
-		Workload: workloadShape(in.Requests),
+		Workload: workload,
 		SLO:      a.slo,
 		Decode:   decodeBound(in.Requests, a.corrs),
-		Cost:     CostPerTask(in.Requests, in.Prices),
+		Cost:     cost,
 	}
 	d.Answers.Compare = cmp
 	if len(in.Requests) == 0 {
