@@ -936,7 +936,16 @@ func (q *Queries) DiagnoseWithSlowest(ctx context.Context, d DiagnoseRequest, n 
 			return err
 		})
 	})
-	if err := errors.Join(err, g.Wait()); err != nil {
+	if err != nil {
+		return diagnose.Diagnosis{}, nil, errors.Join(err, g.Wait())
+	}
+	// The diagnosis runs while the list's last read does.
+	var out diagnose.Diagnosis
+	g.Go(func() error {
+		out = diagnose.Diagnose(in)
+		return nil
+	})
+	if err := g.Wait(); err != nil {
 		return diagnose.Diagnosis{}, nil, err
 	}
 	if in.WindowTotal == 0 { // the rows are the whole window
@@ -953,7 +962,7 @@ func (q *Queries) DiagnoseWithSlowest(ctx context.Context, d DiagnoseRequest, n 
 		})
 		slow = slow[:min(n, len(slow))]
 	}
-	return diagnose.Diagnose(in), slow, nil
+	return out, slow, nil
 }
 
 // FinalSettings go with every FINAL read of llm_requests (the query bench
