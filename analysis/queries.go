@@ -1195,17 +1195,6 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 	// beside them.
 	var win, base loadedRequests
 	var g errgroup.Group
-	if withBaseline {
-		// The baseline only gives reference percentiles and shares: half
-		// the window's sample is plenty, and halves its cost.
-		fb := f
-		fb.From, fb.To = d.Baseline.From, d.Baseline.To
-		g.Go(func() (err error) {
-			where, args := fb.where()
-			base, err = q.loadPlanned(ctx, where, args, counts[1], q.maxRows()/2)
-			return err
-		})
-	}
 	g.Go(func() (err error) {
 		fw := f
 		fw.From, fw.To = d.Window.From, d.Window.To
@@ -1236,7 +1225,17 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 				return nil // the series alone: the buckets are all of it
 			}
 		}
-		win, err = q.loadPlanned(ctx, where, args, rough, q.maxRows())
+		if !withBaseline {
+			win, err = q.loadPlanned(ctx, where, args, rough, q.maxRows())
+			return err
+		}
+		// The baseline only gives reference percentiles and shares: half
+		// the window's sample is plenty, and halves its cost.
+		fb := f
+		fb.From, fb.To = d.Baseline.From, d.Baseline.To
+		bwhere, bargs := fb.where()
+		win, base, err = q.loadPair(ctx, windowRead{r: d.Window, where: where, args: args, rough: rough, limit: q.maxRows()},
+			windowRead{r: d.Baseline, where: bwhere, args: bargs, rough: counts[1], limit: q.maxRows() / 2})
 		return err
 	})
 	// Gauges come pre-aggregated to the chart's bucket width, window and
@@ -1436,7 +1435,14 @@ func (p SamplePlan) Sampled() bool { return p.Keep < SampleBuckets }
 // SQL is the statement reading the plan's rows of a window (where, args);
 // limit only guards memory, the sample already holds about limit rows.
 func (p SamplePlan) SQL(where string, args []any, limit int) (string, []any) {
-	args = append([]any{}, args...)
+	where, args = p.cond(where, args)
+	return "SELECT " + clickhouse.RequestColumns + " FROM " + p.Table + " FINAL WHERE " + where + " LIMIT ?" + FinalSettings,
+		append(args, 2*limit)
+}
+
+// cond is the condition selecting the plan's rows of a window (where, args).
+func (p SamplePlan) cond(where string, args []any) (string, []any) {
+	args = slices.Clone(args)
 	if p.Level0 {
 		where += " AND sample_level = 0"
 	}
@@ -1444,8 +1450,7 @@ func (p SamplePlan) SQL(where string, args []any, limit int) (string, []any) {
 		where += " AND cityHash64(trace_id, span_id) % ? < ?"
 		args = append(args, SampleBuckets, p.Keep)
 	}
-	return "SELECT " + clickhouse.RequestColumns + " FROM " + p.Table + " FINAL WHERE " + where + " LIMIT ?" + FinalSettings,
-		append(args, 2*limit)
+	return where, args
 }
 
 // loadPlanned reads the requests of a window (where, args) given a rough
@@ -1456,12 +1461,70 @@ func (q *Queries) loadPlanned(ctx context.Context, where string, args []any, rou
 	// The rough count overcounts unmerged versions, so the sample errs on
 	// the small side.
 	plan := PlanSample(rough, limit)
-	var out loadedRequests
-	var err error
 	sql, sqlArgs := plan.SQL(where, args, limit)
-	if out.reqs, err = q.CH.QueryRequests(ctx, sql, sqlArgs...); err != nil {
-		return out, fmt.Errorf("load requests: %w", err)
+	reqs, err := q.CH.QueryRequests(ctx, sql, sqlArgs...)
+	if err != nil {
+		return loadedRequests{}, fmt.Errorf("load requests: %w", err)
 	}
+	return q.sized(ctx, plan, where, args, reqs)
+}
+
+// windowRead is a window's range and where clause (with args), its rough
+// count, and how many of its rows a read may keep.
+type windowRead struct {
+	where        string
+	args         []any
+	rough, limit int
+	r            diagnose.Range
+}
+
+// loadPair is loadPlanned for a diagnosis's window and its baseline. When
+// both are read from the same table and do not overlap, one statement
+// reads both (the rows told apart by start): at 1M requests over 7 days
+// a 24-hour window and its 72-hour baseline, both from the stored sample,
+// cost ~22 ms of engine time together and ~33 apart.
+func (q *Queries) loadPair(ctx context.Context, a, b windowRead) (loadedRequests, loadedRequests, error) {
+	pa, pb := PlanSample(a.rough, a.limit), PlanSample(b.rough, b.limit)
+	if pa.Table != pb.Table || pa.Level0 != pb.Level0 || a.r.From.Before(b.r.To) && b.r.From.Before(a.r.To) {
+		var la, lb loadedRequests
+		var g errgroup.Group
+		g.Go(func() (err error) {
+			lb, err = q.loadPlanned(ctx, b.where, b.args, b.rough, b.limit)
+			return err
+		})
+		la, err := q.loadPlanned(ctx, a.where, a.args, a.rough, a.limit)
+		return la, lb, errors.Join(err, g.Wait())
+	}
+	ca, aargs := pa.cond(a.where, a.args)
+	cb, bargs := pb.cond(b.where, b.args)
+	rows, err := q.CH.QueryRequests(ctx, "SELECT "+clickhouse.RequestColumns+" FROM "+pa.Table+" FINAL WHERE ("+ca+") OR ("+cb+") LIMIT ?"+FinalSettings,
+		append(append(aargs, bargs...), 2*(a.limit+b.limit))...)
+	if err != nil {
+		return loadedRequests{}, loadedRequests{}, fmt.Errorf("load requests: %w", err)
+	}
+	var ra, rb []telemetry.LLMRequest
+	for _, r := range rows {
+		if a.r.Contains(r.Start) {
+			ra = append(ra, r)
+		} else {
+			rb = append(rb, r)
+		}
+	}
+	var la, lb loadedRequests
+	var g errgroup.Group
+	g.Go(func() (err error) {
+		lb, err = q.sized(ctx, pb, b.where, b.args, rb)
+		return err
+	})
+	la, err = q.sized(ctx, pa, a.where, a.args, ra)
+	return la, lb, errors.Join(err, g.Wait())
+}
+
+// sized is a window's rows read by plan, time-ordered, with the window's
+// size when they are a sample of it.
+func (q *Queries) sized(ctx context.Context, plan SamplePlan, where string, args []any, reqs []telemetry.LLMRequest) (loadedRequests, error) {
+	out := loadedRequests{reqs: reqs}
+	var err error
 	switch {
 	case !plan.Sampled():
 	case plan.Table == "llm_requests" && estimateError(len(out.reqs), plan.Keep) > estimateMaxError:
