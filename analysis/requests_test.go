@@ -117,15 +117,7 @@ func TestRequestsTotalPlannedFromNames(t *testing.T) {
 	srv := apptest.Start(t, apptest.Options{})
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
-	insertEvenly(t, srv, now, 20_000, 4*time.Second, 1000) // chat: 22 h
-	var quiet []telemetry.LLMRequest
-	for i := range 2000 {
-		quiet = append(quiet, telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("q%031x", i+1), SpanID: "s", Service: "batch",
-			Model: "m", Start: now.Add(-time.Duration(i) * 30 * time.Second), TTFT: telemetry.Ptr(float64(i))})
-	}
-	if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(quiet, nil, 1)); err != nil {
-		t.Fatal(err)
-	}
+	insertBusyAndQuiet(t, srv, now, "")
 	var counted []string
 	srv.CH.OnQuery = func(sql string, _ time.Duration) {
 		if strings.HasPrefix(sql, "SELECT count() AS n FROM llm_requests WHERE") {
@@ -162,5 +154,20 @@ func TestRequestsTotalPlannedFromNames(t *testing.T) {
 	}
 	if len(counted) == 0 {
 		t.Error("a 1-hour list planned its total from the hourly counts")
+	}
+}
+
+// insertBusyAndQuiet stores a busy service, chat (20k requests over 22 h),
+// and a quiet one, batch (2000 over 16.7 h, served by serverService).
+func insertBusyAndQuiet(t *testing.T, srv *apptest.Server, now time.Time, serverService string) {
+	t.Helper()
+	insertEvenly(t, srv, now, 20_000, 4*time.Second, 1000)
+	var quiet []telemetry.LLMRequest
+	for i := range 2000 {
+		quiet = append(quiet, telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("q%031x", i+1), SpanID: "s", Service: "batch",
+			ServerService: serverService, Model: "m", Start: now.Add(-time.Duration(i) * 30 * time.Second), TTFT: telemetry.Ptr(float64(i))})
+	}
+	if err := srv.CH.Insert(context.Background(), clickhouse.RequestsBatch(quiet, nil, 1)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,7 +2,6 @@ package analysis_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -24,15 +23,7 @@ func TestDiagnosisSizedFromNames(t *testing.T) {
 	srv := apptest.Start(t, apptest.Options{})
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
-	insertEvenly(t, srv, now, 20_000, 4*time.Second, 1000) // chat: 22 h
-	var quiet []telemetry.LLMRequest
-	for i := range 2000 {
-		quiet = append(quiet, telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("q%031x", i+1), SpanID: "s", Service: "batch",
-			ServerService: "vllm-batch", Model: "m", Start: now.Add(-time.Duration(i) * 30 * time.Second), TTFT: telemetry.Ptr(float64(i))})
-	}
-	if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(quiet, nil, 1)); err != nil {
-		t.Fatal(err)
-	}
+	insertBusyAndQuiet(t, srv, now, "vllm-batch")
 	gauge := telemetry.MetricPoint{ProjectID: 1, Time: now.Add(-2 * time.Hour), Service: "vllm-batch", Instance: "pod-0",
 		Name: diagnose.MetricKVCacheUsage, Value: 0.97}
 	if err := srv.CH.Insert(ctx, clickhouse.MetricsBatch([]telemetry.MetricPoint{gauge})); err != nil {

@@ -64,12 +64,13 @@ const (
 // Payload codecs of a version 2 record.
 const (
 	codecRaw = 0
-	// codecS2: an S2 block (klauspost/compress/s2). A 1000-span trace
-	// export (~1 MB of protobuf) shrinks ~6.8× at ~0.35 µs per span to
-	// compress and ~0.17 to decompress; zstd at its fastest level shrinks
-	// it ~9.4× but costs ~1.5 µs per span, gzip level 1 ~7.4× at ~1.9 µs
-	// (BenchmarkWALCodecs). The group commit waits on bytes written and
-	// fsynced, so S2's ratio is most of the win at a fraction of the CPU.
+	// codecS2: an S2 block (klauspost/compress/s2). The ingest bench's
+	// 1000-span exports (~1 MB of protobuf) shrink 6.8× at 0.35 µs of CPU
+	// per span (0.17 to decompress); zstd's fastest level gets 9.4× for
+	// 1.5 µs, gzip level 1 7.4× for 1.9 µs. BenchmarkWALCodecs' export:
+	// S2 4.4×, zstd 14×, at the same relative costs. Once a group is a
+	// few hundred KB its fsync no longer grows with its size, and ingest
+	// is short of CPU, not disk: S2.
 	codecS2 = 1
 )
 
@@ -78,12 +79,15 @@ const (
 const minCompress = 256
 
 // maxDecodedPayload bounds what a stored payload may claim to decompress
-// to, so a corrupt record cannot make replay allocate without limit. No
-// receiver accepts a body this large.
+// to, so a corrupt record cannot make replay allocate without limit; larger
+// payloads are stored raw, so no record the log wrote is refused.
 const maxDecodedPayload = 1 << 30
 
 // encodeRecord appends rec in the current framing to dst, its payload
-// compressed when that makes it smaller.
+// compressed when that makes it smaller. Payloads come decompressed even
+// when an exporter sent gzip (the receivers inflate while reading): keeping
+// the wire's gzip bytes would save S2's 0.35 µs per span but cost 1.9 µs
+// of inflating at replay and a second copy of every body in the receivers.
 func encodeRecord(dst []byte, r Record) []byte {
 	start := len(dst)
 	dst = slices.Grow(dst, recordHeader+s2.MaxEncodedLen(len(r.Payload))+4)
@@ -94,7 +98,7 @@ func encodeRecord(dst []byte, r Record) []byte {
 	binary.LittleEndian.PutUint32(h[6:], r.ProjectID)
 	binary.LittleEndian.PutUint64(h[10:], uint64(r.Received.UnixNano()))
 	codec := byte(codecRaw)
-	if len(r.Payload) >= minCompress {
+	if len(r.Payload) >= minCompress && len(r.Payload) <= maxDecodedPayload {
 		// Room for the worst case was reserved above, so S2 writes into
 		// dst's spare capacity and the append below copies nothing.
 		if c := s2.Encode(dst[len(dst):cap(dst)], r.Payload); len(c) < len(r.Payload) {

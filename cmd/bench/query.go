@@ -43,7 +43,8 @@ type queryOptions struct {
 	Windows []string
 	// Ops limits the pages measured; empty = all.
 	Ops []string
-	// CPUProfile, when set, profiles the page measurements.
+	// CPUProfile, when set, profiles the page measurements (and the HTTP
+	// ones into CPUProfile + ".http").
 	CPUProfile string
 	// MaxRows overrides analysis.DefaultMaxRows (rows a diagnosis loads).
 	MaxRows int
@@ -271,7 +272,17 @@ func runQuery(ctx context.Context, opts queryOptions) (*queryReport, error) {
 			return rep, err
 		}
 		if opts.HTTP && !opts.OnlyWhatIf {
-			if err := measureHTTP(ctx, dataDir, dbURL, d, res, opts.Reps, logf); err != nil {
+			stop := func() {}
+			if opts.CPUProfile != "" {
+				// The app serving HTTP runs in this process too: its
+				// profile goes beside the page measurements'.
+				if stop, err = startProfile(opts.CPUProfile + ".http"); err != nil {
+					return rep, err
+				}
+			}
+			err := measureHTTP(ctx, dataDir, dbURL, d, res, opts.Reps, logf)
+			stop()
+			if err != nil {
 				return rep, err
 			}
 		}
