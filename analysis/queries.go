@@ -1485,7 +1485,7 @@ type windowRead struct {
 // cost ~22 ms of engine time together and ~33 apart.
 func (q *Queries) loadPair(ctx context.Context, a, b windowRead) (loadedRequests, loadedRequests, error) {
 	pa, pb := PlanSample(a.rough, a.limit), PlanSample(b.rough, b.limit)
-	if pa.Table != pb.Table || pa.Level0 != pb.Level0 || a.r.From.Before(b.r.To) && b.r.From.Before(a.r.To) {
+	if pa.Table != pb.Table || a.r.From.Before(b.r.To) && b.r.From.Before(a.r.To) {
 		var la, lb loadedRequests
 		var g errgroup.Group
 		g.Go(func() (err error) {
