@@ -1485,7 +1485,8 @@ type windowRead struct {
 // cost ~22 ms of engine time together and ~33 apart.
 func (q *Queries) loadPair(ctx context.Context, a, b windowRead) (loadedRequests, loadedRequests, error) {
 	pa, pb := PlanSample(a.rough, a.limit), PlanSample(b.rough, b.limit)
-	if pa.Table != pb.Table || a.r.From.Before(b.r.To) && b.r.From.Before(a.r.To) {
+	sql, args, ok := pairSQL(a, b)
+	if !ok {
 		var la, lb loadedRequests
 		var g errgroup.Group
 		g.Go(func() (err error) {
@@ -1495,10 +1496,7 @@ func (q *Queries) loadPair(ctx context.Context, a, b windowRead) (loadedRequests
 		la, err := q.loadPlanned(ctx, a.where, a.args, a.rough, a.limit)
 		return la, lb, errors.Join(err, g.Wait())
 	}
-	ca, aargs := pa.cond(a.where, a.args)
-	cb, bargs := pb.cond(b.where, b.args)
-	rows, err := q.CH.QueryRequests(ctx, "SELECT "+clickhouse.RequestColumns+" FROM "+pa.Table+" FINAL WHERE ("+ca+") OR ("+cb+") LIMIT ?"+FinalSettings,
-		append(append(aargs, bargs...), 2*(a.limit+b.limit))...)
+	rows, err := q.CH.QueryRequests(ctx, sql, args...)
 	if err != nil {
 		return loadedRequests{}, loadedRequests{}, fmt.Errorf("load requests: %w", err)
 	}
@@ -1518,6 +1516,26 @@ func (q *Queries) loadPair(ctx context.Context, a, b windowRead) (loadedRequests
 	})
 	la, err = q.sized(ctx, pa, a.where, a.args, ra)
 	return la, lb, errors.Join(err, g.Wait())
+}
+
+// pairSQL is the statement reading two windows at once (see loadPair);
+// ok is false when they must be read apart.
+func pairSQL(a, b windowRead) (sql string, args []any, ok bool) {
+	pa, pb := PlanSample(a.rough, a.limit), PlanSample(b.rough, b.limit)
+	if pa.Table != pb.Table || a.r.From.Before(b.r.To) && b.r.From.Before(a.r.To) {
+		return "", nil, false
+	}
+	ca, aargs := pa.cond(a.where, a.args)
+	cb, bargs := pb.cond(b.where, b.args)
+	return "SELECT " + clickhouse.RequestColumns + " FROM " + pa.Table + " FINAL WHERE (" + ca + ") OR (" + cb + ") LIMIT ?" + FinalSettings,
+		append(append(aargs, bargs...), 2*(a.limit+b.limit)), true
+}
+
+// PairSQL is the statement a diagnosis reads its window (where, args,
+// rough count) and baseline with when one statement can read both.
+func PairSQL(window, baseline diagnose.Range, where, bwhere string, args, bargs []any, rough, brough, limit int) (string, []any, bool) {
+	return pairSQL(windowRead{r: window, where: where, args: args, rough: rough, limit: limit},
+		windowRead{r: baseline, where: bwhere, args: bargs, rough: brough, limit: limit / 2})
 }
 
 // sized is a window's rows read by plan, time-ordered, with the window's

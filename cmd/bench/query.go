@@ -439,6 +439,17 @@ func loadStatement(project uint32, r diagnose.Range, rough roughCounter, limit i
 	return statement{sql, args}
 }
 
+// diagnoseLoads are the reads of a diagnosis's window and baseline: one
+// statement when analysis reads both at once, else the window's first.
+func diagnoseLoads(project uint32, window, baseline diagnose.Range, rough roughCounter, maxRows int) []statement {
+	where, args := requestWhere(project, window)
+	bwhere, bargs := requestWhere(project, baseline)
+	if sql, args, ok := analysis.PairSQL(window, baseline, where, bwhere, args, bargs, rough(window), rough(baseline), maxRows); ok {
+		return []statement{{sql, args}}
+	}
+	return []statement{loadStatement(project, window, rough, maxRows), loadStatement(project, baseline, rough, maxRows/2)}
+}
+
 // finalSettings are analysis's settings of every FINAL read.
 const finalSettings = analysis.FinalSettings
 
@@ -503,8 +514,8 @@ func statements(op string, project uint32, window, before diagnose.Range, rough 
 		if op == "series" {
 			return append([]statement{loadStatement(project, window, rough, maxRows), servers(window), metricsStatement(project, width, window), events}, series...)
 		}
-		return append([]statement{loadStatement(project, window, rough, maxRows), loadStatement(project, baseline, rough, maxRows/2), servers(span),
-			metricsStatement(project, width, window, baseline), events}, series...)
+		return append(append(diagnoseLoads(project, window, baseline, rough, maxRows), servers(span),
+			metricsStatement(project, width, window, baseline), events), series...)
 	case "overview":
 		if analysis.RollupServes(window) {
 			// Its per-service read of the rollups (the trend and model
