@@ -1500,14 +1500,16 @@ func (q *Queries) loadPair(ctx context.Context, a, b windowRead) (loadedRequests
 	if err != nil {
 		return loadedRequests{}, loadedRequests{}, fmt.Errorf("load requests: %w", err)
 	}
-	var ra, rb []telemetry.LLMRequest
-	for _, r := range rows {
-		if a.r.Contains(r.Start) {
-			ra = append(ra, r)
-		} else {
-			rb = append(rb, r)
+	// Split in place: the rows are large, and copying them into two
+	// growing slices cost more than the diagnosis itself.
+	k := 0
+	for i := range rows {
+		if a.r.Contains(rows[i].Start) {
+			rows[i], rows[k] = rows[k], rows[i]
+			k++
 		}
 	}
+	ra, rb := rows[:k:k], rows[k:]
 	var la, lb loadedRequests
 	var g errgroup.Group
 	g.Go(func() (err error) {
