@@ -47,3 +47,35 @@ func migratedStore(b *testing.B) *Store {
 	}
 	return s
 }
+
+// BenchmarkDecodeRequests decodes 30k rows of the engine's RowBinary
+// answer into requests (what QueryRequests does after the engine ran).
+func BenchmarkDecodeRequests(b *testing.B) {
+	s := migratedStore(b)
+	t0 := time.Now().Add(-time.Hour)
+	rows := make([]telemetry.LLMRequest, 30_000)
+	for i := range rows {
+		rows[i] = telemetry.LLMRequest{ProjectID: 1, TraceID: time.Duration(i).String(), SpanID: "s", Service: "chat", Model: "m",
+			Instance: "i", Start: t0.Add(time.Duration(i) * time.Millisecond * 100), TTFT: telemetry.Ptr(float64(i % 1000)),
+			Queue: telemetry.Ptr(1.5), Prefill: telemetry.Ptr(2.5), Decode: telemetry.Ptr(3.5), E2E: telemetry.Ptr(9.5),
+			InputTokens: telemetry.Ptr[int64](100), OutputTokens: telemetry.Ptr[int64](10), Tenant: "acme", Route: "/v1/chat"}
+	}
+	if err := s.Insert(context.Background(), RequestsBatch(rows, nil, 1)); err != nil {
+		b.Fatal(err)
+	}
+	e, ok := s.b.(*embedded)
+	if !ok {
+		b.Fatal("not the embedded engine")
+	}
+	out, err := e.run(context.Background(), "SELECT "+RequestColumns+" FROM llm_requests FINAL WHERE project_id = 1", rowBinaryFormat)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		reqs, err := decodeRequests(out)
+		if err != nil || len(reqs) != len(rows) {
+			b.Fatal(err, len(reqs))
+		}
+	}
+}
