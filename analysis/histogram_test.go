@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -43,6 +44,51 @@ func TestHistogramQuantiles(t *testing.T) {
 	if got := (histogram{}).quantiles(0.5); !math.IsNaN(got[0]) {
 		t.Errorf("empty histogram: %v, want NaN", got)
 	}
+}
+
+// A histogram read as key and count arrays (as the engine returns it:
+// keys ascending, or not, a key split over entries, retracted keys) gives
+// the same quantiles as the histogram they count.
+func TestBinsOfMatchHistogram(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	qs := []float64{0, 0.5, 0.95, 0.99, 1}
+	for _, n := range []int{0, 1, 5, 300} {
+		h := histogram{}
+		var keys, counts []float64
+		for range n {
+			k := float64(clickhouse.HistKey(r.ExpFloat64() * 300))
+			c := float64(1 + r.IntN(3))
+			h.add([]float64{k}, []float64{c})
+			keys, counts = append(keys, k), append(counts, c)
+		}
+		h.add([]float64{-7}, []float64{0}) // retracted to nothing
+		keys, counts = append(keys, -7), append(counts, 0)
+		want := h.quantiles(qs...)
+		// As the engine sends it: one entry per key, ascending.
+		sorted := h.quantilesOfSortedEntries(qs)
+		shuffled := binsOf(keys, counts).quantiles(qs...)
+		for i := range qs {
+			same := func(a, b float64) bool { return a == b || math.IsNaN(a) && math.IsNaN(b) }
+			if !same(sorted[i], want[i]) || !same(shuffled[i], want[i]) {
+				t.Errorf("%d values, q%v: sorted entries %v, unsorted %v, want %v", n, qs[i], sorted[i], shuffled[i], want[i])
+			}
+		}
+	}
+}
+
+// quantilesOfSortedEntries reads h through binsOf as one ascending entry
+// per key.
+func (h histogram) quantilesOfSortedEntries(qs []float64) []float64 {
+	var keys []int
+	for k := range h {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var ks, cs []float64
+	for _, k := range keys {
+		ks, cs = append(ks, float64(k)), append(cs, float64(h[k]))
+	}
+	return binsOf(ks, cs).quantiles(qs...)
 }
 
 // A rollup read of an empty window (or one with buckets the tiers do not

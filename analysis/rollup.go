@@ -36,28 +36,75 @@ func (h histogram) add(keys, counts []float64) {
 // quantiles are the type-7 quantiles (as stats.Quantile) of the values the
 // histogram counts, each read as its bucket's middle; NaN when it is empty.
 func (h histogram) quantiles(qs ...float64) []float64 {
-	type bin struct {
-		key int
-		n   int64
-	}
-	bins := make([]bin, 0, len(h))
-	var total int64
+	var b bins
 	for k, n := range h {
-		if n > 0 { // retracted to nothing
-			bins = append(bins, bin{k, n})
-			total += n
+		b.keys, b.counts = append(b.keys, k), append(b.counts, n)
+	}
+	return b.sorted().quantiles(qs...)
+}
+
+// bins are a histogram as key and count lists.
+type bins struct {
+	keys   []int
+	counts []int64
+}
+
+// binsOf reads a histogram the engine returned as key and count arrays.
+func binsOf(keys, counts []float64) bins {
+	b := bins{keys: make([]int, 0, len(keys)), counts: make([]int64, 0, len(keys))}
+	for i, k := range keys {
+		if i < len(counts) {
+			b.keys, b.counts = append(b.keys, int(k)), append(b.counts, int64(counts[i]))
 		}
 	}
-	slices.SortFunc(bins, func(a, b bin) int { return a.key - b.key })
+	return b.sorted()
+}
+
+// sorted returns the bins in key order with one count per key; sumMap's
+// keys arrive so already, and then nothing is done.
+func (b bins) sorted() bins {
+	for i := 1; i < len(b.keys); i++ {
+		if b.keys[i] <= b.keys[i-1] {
+			h := histogram{}
+			for j, k := range b.keys {
+				h[k] += b.counts[j]
+			}
+			out := bins{keys: make([]int, 0, len(h)), counts: make([]int64, 0, len(h))}
+			for k := range h {
+				out.keys = append(out.keys, k)
+			}
+			slices.Sort(out.keys)
+			for _, k := range out.keys {
+				out.counts = append(out.counts, h[k])
+			}
+			return out
+		}
+	}
+	return b
+}
+
+// quantiles are the type-7 quantiles (as stats.Quantile) of the values
+// sorted bins count (buckets retracted to nothing or below are skipped),
+// each read as its bucket's middle; NaN when they count nothing.
+func (b bins) quantiles(qs ...float64) []float64 {
+	var total int64
+	for _, n := range b.counts {
+		total += max(n, 0)
+	}
 	// at is the value of the rank-th smallest (0-based) value.
 	at := func(rank int64) float64 {
-		for _, b := range bins {
-			if rank < b.n {
-				return clickhouse.HistValue(b.key)
+		last := 0
+		for i, n := range b.counts {
+			if n <= 0 {
+				continue
 			}
-			rank -= b.n
+			if rank < n {
+				return clickhouse.HistValue(b.keys[i])
+			}
+			rank -= n
+			last = i
 		}
-		return clickhouse.HistValue(bins[len(bins)-1].key)
+		return clickhouse.HistValue(b.keys[last])
 	}
 	out := make([]float64, len(qs))
 	for i, q := range qs {
@@ -193,10 +240,8 @@ func (r rollupRead) sql() (string, []any) {
 }
 
 // rollupHist is a histogram read by a rollupRead.
-func rollupHist(row clickhouse.Row, col string) histogram {
-	h := histogram{}
-	h.add(row.Floats("hk_"+col), row.Floats("hv_"+col))
-	return h
+func rollupHist(row clickhouse.Row, col string) bins {
+	return binsOf(row.Floats("hk_"+col), row.Floats("hv_"+col))
 }
 
 // componentColumn is the llm_requests column of a diagnosis component.
