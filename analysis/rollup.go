@@ -230,7 +230,7 @@ func (r rollupRead) sql() (string, []any) {
 	// The maps leave the engine as two arrays each (keys, counts).
 	cols, maps := []string{"*"}, make([]string, 0, len(r.hists))
 	for _, h := range r.hists {
-		cols = append(cols, fmt.Sprintf("CAST(mapKeys(h_%[1]s), 'Array(Int32)') AS hk_%[1]s, CAST(mapValues(h_%[1]s), 'Array(Float64)') AS hv_%[1]s", h))
+		cols = append(cols, fmt.Sprintf("CAST(mapKeys(h_%[1]s), 'Array(Float64)') AS hk_%[1]s, CAST(mapValues(h_%[1]s), 'Array(Float64)') AS hv_%[1]s", h))
 		maps = append(maps, "h_"+h)
 	}
 	if len(maps) > 0 {

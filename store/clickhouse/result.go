@@ -144,7 +144,11 @@ func (w Row) Strings(col string) []string {
 // Floats returns an Array of numbers (quantiles(…)); a NULL element (JSON
 // writes NaN so) reads as NaN.
 func (w Row) Floats(col string) []float64 {
-	a, _ := w.Value(col).([]any)
+	v := w.Value(col)
+	if f, ok := v.([]float64); ok {
+		return f // decoded unboxed (Array(Float64))
+	}
+	a, _ := v.([]any)
 	out := make([]float64, 0, len(a))
 	for _, v := range a {
 		switch v := v.(type) {

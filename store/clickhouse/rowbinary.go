@@ -173,6 +173,22 @@ func newBinDecoder(t string) (binDecoder, error) {
 			}
 			return time.Unix(sec, frac*(1_000_000_000/scale)).UTC()
 		}, nil
+	case t == "Array(Float64)":
+		// Unboxed: rollup histograms arrive as hundreds of thousands of
+		// numbers, and one allocation each fed the collector more than the
+		// rest of a diagnosis. Row.Floats reads either form.
+		return func(r *binReader) any {
+			n := r.uvarint()
+			if r.err != nil || n > uint64(len(r.b)-r.off)/8 {
+				r.err = fmt.Errorf("bad array length at byte %d", r.off)
+				return nil
+			}
+			out := make([]float64, n)
+			for i := range out {
+				out[i] = math.Float64frombits(r.u64())
+			}
+			return out
+		}, nil
 	case strings.HasPrefix(t, "Array("):
 		elem, err := newBinDecoder(t[len("Array(") : len(t)-1])
 		if err != nil {

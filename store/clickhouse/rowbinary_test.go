@@ -32,6 +32,7 @@ func TestRowBinaryMatchesJSON(t *testing.T) {
 			CAST('y' AS LowCardinality(Nullable(String))) f, nan g, inf h`,
 		`SELECT [1, 2, 3] a, ['x', 'y'] b, CAST([] AS Array(String)) c, map('k', 'v', 'k2', '') d,
 			CAST(map() AS Map(String, String)) e, [[1], [2, 3]] f, map(1, 2.5) g`,
+		`SELECT [1.5, -2, nan] a, CAST([] AS Array(Float64)) b, quantiles(0.5, 0.9)(number) c, [[0.5]] d FROM numbers(10)`,
 		"SELECT " + SpanColumns + " FROM spans FINAL ORDER BY start",
 		"SELECT * FROM system.numbers LIMIT 0",
 	}
@@ -70,6 +71,30 @@ func TestRowBinaryMatchesJSON(t *testing.T) {
 func sameValue(bin, json any) bool {
 	if f, ok := bin.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
 		return json == nil
+	}
+	if fs, ok := bin.([]float64); ok { // Array(Float64), decoded unboxed
+		a, ok := json.([]any)
+		if !ok || len(a) != len(fs) {
+			return false
+		}
+		for i, f := range fs {
+			if !sameValue(f, a[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	if ba, ok := bin.([]any); ok { // nested arrays may hold unboxed ones
+		a, ok := json.([]any)
+		if !ok || len(a) != len(ba) {
+			return false
+		}
+		for i := range ba {
+			if !sameValue(ba[i], a[i]) {
+				return false
+			}
+		}
+		return true
 	}
 	return reflect.DeepEqual(bin, json)
 }
