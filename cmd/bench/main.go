@@ -20,6 +20,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tokenpath/tokenpath/app"
 )
 
 func main() {
@@ -27,6 +29,9 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
+	// The pages and the in-process server are measured with the
+	// collector settings the server runs with.
+	app.TuneRuntime()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	var err error

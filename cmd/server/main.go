@@ -28,6 +28,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "tokenpath: invalid configuration:\n%v\n", err)
 		os.Exit(2)
 	}
+	app.TuneRuntime()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := app.Run(ctx, cfg); err != nil {
