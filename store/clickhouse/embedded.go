@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,23 +15,35 @@ import (
 	"time"
 )
 
-// embedded runs statements on the in-process chDB engine. The engine runs
-// one statement at a time per process, so a one-slot semaphore serializes
-// them here, where waiting can honour the caller's context.
+// embedded runs statements on the in-process chDB engine through a small
+// pool of connections. Since chDB 4 (EmbeddedServer) connections to the
+// same data path are independent and run statements in parallel, so a
+// page's reads, an ingest insert and an assembler pass no longer queue
+// behind one another (a diagnosis's reads used to add up, one at a time).
+// Waiting for a connection honours the caller's context.
 type embedded struct {
-	slot    chan struct{}
-	conn    *chdbConn
+	conns   chan *pooledConn // idle connections
+	all     []*pooledConn
 	dir     string
 	lock    *os.File
 	seq     atomic.Uint64
 	maxExec int
-	// runningSince is when the statement holding the slot started (unix
-	// ns), 0 when idle: readiness reads it instead of queueing behind it.
+}
+
+// pooledConn is one engine connection of the pool.
+type pooledConn struct {
+	conn *chdbConn
+	// runningSince is when the statement on it started (unix ns), 0 when
+	// idle: readiness reads it instead of queueing behind it.
 	runningSince atomic.Int64
 }
 
-// The engine allows one connection per process; a second chdb_connect would
-// silently replace the first, so it is refused here.
+// embeddedConns is how many connections the pool holds: enough for every
+// core to run a statement, a few more would only queue inside the engine.
+func embeddedConns() int { return min(max(runtime.NumCPU(), 2), 4) }
+
+// The engine serves one data path per process: a second store (the pool
+// is per store) is refused here.
 var (
 	embeddedMu   sync.Mutex
 	embeddedOpen bool
@@ -56,28 +69,34 @@ func openEmbedded(cfg Config) (*embedded, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := openChdb([]string{"--path=" + dir})
-	if err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("start embedded clickhouse in %s: %w", dir, err)
-	}
-	e := &embedded{slot: make(chan struct{}, 1), conn: conn, dir: dir, lock: lock,
-		maxExec: int(cfg.MaxExecutionTime.Seconds())}
-	// The session keeps these for every later statement.
-	for _, set := range []string{
-		"SET session_timezone = 'UTC'",
-		"SET max_execution_time = " + strconv.Itoa(e.maxExec),
-		"SET max_query_size = " + strconv.Itoa(MaxQuerySize),
-		// The engine's top-K filter mis-types Nullable(Float64) sort keys
-		// ("Expected: Float64. Got: Decimal64") on ORDER BY … LIMIT
-		// without FINAL (chDB 26.5); the plain plan is correct.
-		"SET use_top_k_dynamic_filtering = 0",
-		"SET " + projectionFiltering + " = 0",
-	} {
-		if _, err := conn.query(set, "TabSeparated"); err != nil {
-			e.close()
-			return nil, fmt.Errorf("configure embedded clickhouse: %w", err)
+	n := embeddedConns()
+	e := &embedded{conns: make(chan *pooledConn, n), dir: dir, lock: lock, maxExec: int(cfg.MaxExecutionTime.Seconds())}
+	for range n {
+		conn, err := openChdb([]string{"--path=" + dir})
+		if err != nil {
+			e.closeConns()
+			return nil, fmt.Errorf("start embedded clickhouse in %s: %w", dir, err)
 		}
+		pc := &pooledConn{conn: conn}
+		e.all = append(e.all, pc)
+		// Each connection is a session of its own and keeps these for
+		// every later statement.
+		for _, set := range []string{
+			"SET session_timezone = 'UTC'",
+			"SET max_execution_time = " + strconv.Itoa(e.maxExec),
+			"SET max_query_size = " + strconv.Itoa(MaxQuerySize),
+			// The engine's top-K filter mis-types Nullable(Float64) sort
+			// keys ("Expected: Float64. Got: Decimal64") on ORDER BY …
+			// LIMIT without FINAL (chDB 26.5); the plain plan is correct.
+			"SET use_top_k_dynamic_filtering = 0",
+			"SET " + projectionFiltering + " = 0",
+		} {
+			if _, err := conn.query(set, "TabSeparated"); err != nil {
+				e.closeConns()
+				return nil, fmt.Errorf("configure embedded clickhouse: %w", err)
+			}
+		}
+		e.conns <- pc
 	}
 	embeddedOpen = true
 	return e, nil
@@ -104,41 +123,62 @@ func lockDir(dir string) (*os.File, error) {
 }
 
 func (e *embedded) run(ctx context.Context, sql, format string) ([]byte, error) {
+	var pc *pooledConn
 	select {
-	case e.slot <- struct{}{}:
+	case pc = <-e.conns:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	e.runningSince.Store(time.Now().UnixNano())
-	defer func() { e.runningSince.Store(0); <-e.slot }()
+	return e.runOn(ctx, pc, sql, format)
+}
+
+// runOn runs a statement on a connection taken from the pool, and gives it
+// back.
+func (e *embedded) runOn(ctx context.Context, pc *pooledConn, sql, format string) ([]byte, error) {
+	pc.runningSince.Store(time.Now().UnixNano())
+	defer func() { pc.runningSince.Store(0); e.conns <- pc }()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	out, err := e.conn.query(sql, format)
+	out, err := pc.conn.query(sql, format)
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse: %s", strings.TrimSpace(err.Error()))
 	}
 	return out, nil
 }
 
-// ping checks the engine answers. A statement running now proves it is
-// alive — unless it has run past the longest a statement may, which is a
-// wedged engine. Queueing behind a busy ingest would make a readiness probe
-// time out and flap while the engine is working as it should.
+// ping checks the engine answers, on an idle connection. With none idle,
+// a statement that started recently proves it alive — unless every one
+// has run past the longest a statement may, which is a wedged engine.
+// Queueing behind a busy ingest would make a readiness probe time out and
+// flap while the engine is working as it should.
 func (e *embedded) ping(ctx context.Context) error {
-	if since := e.runningSince.Load(); since != 0 {
-		limit := time.Duration(e.maxExec+10) * time.Second
-		if e.maxExec <= 0 {
-			limit = 5 * time.Minute
-		}
-		busy := time.Since(time.Unix(0, since))
-		if busy >= limit {
-			return fmt.Errorf("embedded clickhouse has run one statement for %s", busy.Round(time.Second))
-		}
-		return nil
+	select {
+	case pc := <-e.conns:
+		_, err := e.runOn(ctx, pc, "SELECT 1", "TabSeparated")
+		return err
+	default:
 	}
-	_, err := e.run(ctx, "SELECT 1", "TabSeparated")
-	return err
+	limit := time.Duration(e.maxExec+10) * time.Second
+	if e.maxExec <= 0 {
+		limit = 5 * time.Minute
+	}
+	shortest := time.Duration(-1)
+	for _, pc := range e.all {
+		if since := pc.runningSince.Load(); since != 0 {
+			if busy := time.Since(time.Unix(0, since)); shortest < 0 || busy < shortest {
+				shortest = busy
+			}
+		}
+	}
+	switch {
+	case shortest < 0: // a connection came back meanwhile
+		_, err := e.run(ctx, "SELECT 1", "TabSeparated")
+		return err
+	case shortest >= limit:
+		return fmt.Errorf("embedded clickhouse has run every connection's statement for %s or more", shortest.Round(time.Second))
+	}
+	return nil
 }
 
 func (e *embedded) exec(ctx context.Context, sql string) error {
@@ -208,15 +248,22 @@ func writeNative(path string, b *Batch) error {
 func (e *embedded) close() error {
 	embeddedMu.Lock()
 	defer embeddedMu.Unlock()
-	e.slot <- struct{}{} // wait for the running statement
-	if e.conn != nil {
-		e.conn.close()
-		e.conn = nil
+	for range e.all {
+		<-e.conns // wait for the running statements
 	}
+	e.closeConns()
+	embeddedOpen = false
+	return nil
+}
+
+// closeConns closes every connection opened and releases the data dir.
+func (e *embedded) closeConns() {
+	for _, pc := range e.all {
+		pc.conn.close()
+	}
+	e.all = nil
 	if e.lock != nil {
 		e.lock.Close()
 		e.lock = nil
 	}
-	embeddedOpen = false
-	return nil
 }

@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,34 +66,89 @@ func TestProjectionFilteringOff(t *testing.T) {
 	}
 }
 
-// A readiness ping does not queue behind a long statement (the engine runs
-// one at a time), but does report an engine stuck on one.
+// Statements run side by side on the pool's connections: one answers (and
+// sees the other among the engine's running queries) while a long one is
+// still running.
+func TestStatementsRunInParallel(t *testing.T) {
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+	if n := len(s.b.(*embedded).all); n < 2 {
+		t.Fatalf("%d connections, want at least 2", n)
+	}
+	long := make(chan error, 1)
+	var longDone atomic.Bool
+	go func() {
+		_, err := s.Query(context.Background(), "SELECT sleepEachRow(0.5) FROM numbers(6) FORMAT Null")
+		longDone.Store(true)
+		long <- err
+	}()
+	var seen int64
+	for seen < 2 {
+		r, err := s.Query(context.Background(), "SELECT count() AS n FROM system.processes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen = r.Row(0).Int("n"); seen < 2 && longDone.Load() {
+			t.Fatal("the long statement ended before another ran beside it")
+		}
+	}
+	if longDone.Load() {
+		t.Fatal("a statement saw the long one running only after it ended")
+	}
+	if err := <-long; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A readiness ping does not queue behind long statements (it runs on an
+// idle connection, or with none idle trusts a recent one), but does report
+// an engine whose every connection is stuck.
 func TestPingWhileBusy(t *testing.T) {
 	s := openTemp(t, t.TempDir())
 	defer s.Close()
 	e := s.b.(*embedded)
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.Query(context.Background(), "SELECT sleepEachRow(0.5) FROM numbers(6) FORMAT Null")
-		done <- err
-	}()
-	for e.runningSince.Load() == 0 {
+	done := make(chan error, len(e.all))
+	for range e.all {
+		go func() {
+			_, err := s.Query(context.Background(), "SELECT sleepEachRow(0.5) FROM numbers(6) FORMAT Null")
+			done <- err
+		}()
+	}
+	for busy := 0; busy < len(e.all); {
+		busy = 0
+		for _, pc := range e.all {
+			if pc.runningSince.Load() != 0 {
+				busy++
+			}
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	if err := s.Ping(ctx); err != nil {
-		t.Fatalf("ping while a statement runs: %v", err)
+		t.Fatalf("ping while every connection runs a statement: %v", err)
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	for range e.all {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := s.Ping(context.Background()); err != nil {
 		t.Fatalf("ping when idle: %v", err)
 	}
-	e.runningSince.Store(time.Now().Add(-time.Hour).UnixNano()) // as if one statement never ended
-	defer e.runningSince.Store(0)
-	if err := s.Ping(context.Background()); err == nil {
+	// As if every connection's statement never ended.
+	var held []*pooledConn
+	for range e.all {
+		pc := <-e.conns
+		pc.runningSince.Store(time.Now().Add(-time.Hour).UnixNano())
+		held = append(held, pc)
+	}
+	err := s.Ping(context.Background())
+	for _, pc := range held {
+		pc.runningSince.Store(0)
+		e.conns <- pc
+	}
+	if err == nil {
 		t.Fatal("ping of a wedged engine succeeded")
 	}
 }
