@@ -150,9 +150,9 @@ var assemblySpanColumns = func() string {
 	return cols
 }()
 
-// assemblyReadSettings keeps the assembler's reads to one thread: the
-// embedded engine runs one statement at a time, and a read using every
-// core would starve the receivers decoding exports meanwhile.
+// assemblyReadSettings keeps the assembler's reads to one thread: a read
+// using every core would starve the receivers decoding exports (and the
+// inserts running beside it) meanwhile.
 const assemblyReadSettings = " SETTINGS max_threads = 1"
 
 // assemblyAttrColumns names the attribute columns of assemblySpanColumns,

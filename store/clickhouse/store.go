@@ -26,7 +26,7 @@ type Config struct {
 	// RetentionDays is the TTL of every table.
 	RetentionDays int
 	// MaxExecutionTime bounds page queries so one slow read cannot hold
-	// the embedded engine (it runs one statement at a time).
+	// one of the embedded engine's few connections for long.
 	MaxExecutionTime time.Duration
 }
 
