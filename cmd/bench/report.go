@@ -208,8 +208,10 @@ func printQuery(w io.Writer, r *queryReport) {
 	}
 	fmt.Fprintf(w, "\nTargets at %s rows (slowest window): diagnose < 1 s: %s; request list < 100 ms: %s newest first (as the page opens), %s sorted by TTFT; HTML pages < 150 ms server time: %s.\n",
 		count(float64(last.Rows)), target("diagnose", diag < time.Second, diag), target("newest", newest < 100*time.Millisecond, newest),
-		target("list", list < 100*time.Millisecond, list), target("page", page < 150*time.Millisecond, page))
+		target("list", list < 100*time.Millisecond, list), target("page", max(page, deferred) < 150*time.Millisecond, max(page, deferred)))
 	if deferred > 0 {
+		// The diagnosis the frame loads is the page's content: the target
+		// above counts it as a page of its own.
 		fmt.Fprintf(w, "The diagnose page answers with its frame and loads the diagnosis after it: %s at most.\n", ms(deferred))
 	}
 }
