@@ -1135,13 +1135,14 @@ func (q *Queries) Compare(ctx context.Context, project uint32, a, b diagnose.Ran
 		return diagnose.Comparison{}, err
 	}
 	var gauges [][]telemetry.MetricPoint
-	if diagnose.Buckets(a) == diagnose.Buckets(b) {
+	if overlap := a.From.Before(b.To) && b.From.Before(a.To); diagnose.Buckets(a) == diagnose.Buckets(b) && !overlap {
 		g.Go(func() (err error) {
 			gauges, err = q.metrics(ctx, project, servers, diagnose.Buckets(b), b, a)
 			return err
 		})
 	} else {
-		// Windows of different lengths chart at different widths.
+		// Windows of different lengths chart at different widths, and
+		// overlapping ones both keep the gauges they share.
 		gauges = make([][]telemetry.MetricPoint, 2)
 		for i, r := range []diagnose.Range{b, a} {
 			g.Go(func() error {

@@ -347,6 +347,23 @@ func startTarget(ctx context.Context, opts ingestOptions, work string) (*ingestT
 	t.serverLog = filepath.Join(work, "server.log")
 	t1 := time.Now()
 	p, err := startServerProcess(ctx, bin, envList, t.web, t.serverLog)
+	// The ports were free when picked, not when the server bound them:
+	// another process (a parallel test package) may take one meanwhile.
+	for try := 0; try < 3 && err != nil && strings.Contains(err.Error(), "address already in use"); try++ {
+		for i := range addrs {
+			if addrs[i], err = freeAddr(); err != nil {
+				drop()
+				return nil, err
+			}
+		}
+		t.web, t.grpcAddr, t.httpAddr = addrs[0], addrs[1], addrs[2]
+		env["TOKENPATH_HTTP_ADDR"], env["TOKENPATH_OTLP_GRPC_ADDR"], env["TOKENPATH_OTLP_HTTP_ADDR"] = t.web, t.grpcAddr, t.httpAddr
+		envList = envList[:0]
+		for k, v := range env {
+			envList = append(envList, k+"="+v)
+		}
+		p, err = startServerProcess(ctx, bin, envList, t.web, t.serverLog)
+	}
 	if err != nil {
 		drop()
 		return nil, err
