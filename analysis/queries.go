@@ -951,15 +951,7 @@ func (q *Queries) DiagnoseWithSlowest(ctx context.Context, d DiagnoseRequest, n 
 	if in.WindowTotal == 0 { // the rows are the whole window
 		slow = slices.Clone(in.Requests)
 		before := topBefore(SortColumns["ttft"], true)
-		slices.SortFunc(slow, func(a, b telemetry.LLMRequest) int {
-			if before(&a, &b) {
-				return -1
-			}
-			if before(&b, &a) {
-				return 1
-			}
-			return 0
-		})
+		sort.Slice(slow, func(i, j int) bool { return before(&slow[i], &slow[j]) })
 		slow = slow[:min(n, len(slow))]
 	}
 	return out, slow, nil
@@ -1486,7 +1478,7 @@ type windowRead struct {
 // cost ~22 ms of engine time together and ~33 apart.
 func (q *Queries) loadPair(ctx context.Context, a, b windowRead) (loadedRequests, loadedRequests, error) {
 	pa, pb := PlanSample(a.rough, a.limit), PlanSample(b.rough, b.limit)
-	sql, args, ok := pairSQL(a, b)
+	sql, args, ok := pairSQL(a, b, pa, pb)
 	if !ok {
 		var la, lb loadedRequests
 		var g errgroup.Group
@@ -1521,10 +1513,9 @@ func (q *Queries) loadPair(ctx context.Context, a, b windowRead) (loadedRequests
 	return la, lb, errors.Join(err, g.Wait())
 }
 
-// pairSQL is the statement reading two windows at once (see loadPair);
-// ok is false when they must be read apart.
-func pairSQL(a, b windowRead) (sql string, args []any, ok bool) {
-	pa, pb := PlanSample(a.rough, a.limit), PlanSample(b.rough, b.limit)
+// pairSQL is the statement reading two windows at once by their plans
+// (see loadPair); ok is false when they must be read apart.
+func pairSQL(a, b windowRead, pa, pb SamplePlan) (sql string, args []any, ok bool) {
 	if pa.Table != pb.Table || a.r.From.Before(b.r.To) && b.r.From.Before(a.r.To) {
 		return "", nil, false
 	}
@@ -1537,8 +1528,9 @@ func pairSQL(a, b windowRead) (sql string, args []any, ok bool) {
 // PairSQL is the statement a diagnosis reads its window (where, args,
 // rough count) and baseline with when one statement can read both.
 func PairSQL(window, baseline diagnose.Range, where, bwhere string, args, bargs []any, rough, brough, limit int) (string, []any, bool) {
-	return pairSQL(windowRead{r: window, where: where, args: args, rough: rough, limit: limit},
-		windowRead{r: baseline, where: bwhere, args: bargs, rough: brough, limit: limit / 2})
+	a := windowRead{r: window, where: where, args: args, rough: rough, limit: limit}
+	b := windowRead{r: baseline, where: bwhere, args: bargs, rough: brough, limit: limit / 2}
+	return pairSQL(a, b, PlanSample(a.rough, a.limit), PlanSample(b.rough, b.limit))
 }
 
 // sized is a window's rows read by plan, time-ordered, with the window's
