@@ -22,28 +22,8 @@ import (
 // start is not the sorting key's first column), and a window ending now
 // loses nothing by it.
 
-// histogram counts values per log-scale bucket key (clickhouse.HistKey).
-type histogram map[int]int64
-
-func (h histogram) add(keys, counts []float64) {
-	for i, k := range keys {
-		if i < len(counts) {
-			h[int(k)] += int64(counts[i])
-		}
-	}
-}
-
-// quantiles are the type-7 quantiles (as stats.Quantile) of the values the
-// histogram counts, each read as its bucket's middle; NaN when it is empty.
-func (h histogram) quantiles(qs ...float64) []float64 {
-	var b bins
-	for k, n := range h {
-		b.keys, b.counts = append(b.keys, k), append(b.counts, n)
-	}
-	return b.sorted().quantiles(qs...)
-}
-
-// bins are a histogram as key and count lists.
+// bins are a histogram of log-scale bucket keys (clickhouse.HistKey) as
+// key and count lists.
 type bins struct {
 	keys   []int
 	counts []int64
@@ -65,7 +45,7 @@ func binsOf(keys, counts []float64) bins {
 func (b bins) sorted() bins {
 	for i := 1; i < len(b.keys); i++ {
 		if b.keys[i] <= b.keys[i-1] {
-			h := histogram{}
+			h := map[int]int64{}
 			for j, k := range b.keys {
 				h[k] += b.counts[j]
 			}
