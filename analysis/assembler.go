@@ -288,12 +288,19 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 	return a.CH.Insert(ctx, clickhouse.RequestsRewriteBatch(changed, gone, replaced, uint64(a.Now().UnixNano())))
 }
 
-// traceBoundsQuery reads the span start range of a project's traces from
-// trace_bounds (ordered by trace id in small granules: at most one granule
-// per trace is read) and counts the traces that have bounds.
-const traceBoundsQuery = `SELECT uniqExact(trace_id) AS bounded,
-	CAST(min(first_start) AS DateTime64(9, 'UTC')) AS lo, CAST(max(last_start) AS DateTime64(9, 'UTC')) AS hi
-	FROM trace_bounds WHERE project_id = ? AND trace_id IN ?`
+// traceStarts reads the first and last span start of a project's traces
+// (distinct ids) from trace_bounds (ordered by trace id in small granules:
+// at most one granule per trace is read) and how many of them have bounds.
+func traceStarts(ctx context.Context, ch *clickhouse.Store, project uint32, traceIDs []string, settings string) (lo, hi time.Time, bounded int, err error) {
+	r, err := ch.Query(ctx, `SELECT uniqExact(trace_id) AS bounded,
+		CAST(min(first_start) AS DateTime64(9, 'UTC')) AS lo, CAST(max(last_start) AS DateTime64(9, 'UTC')) AS hi
+		FROM trace_bounds WHERE project_id = ? AND trace_id IN ?`+settings, project, traceIDs)
+	if err != nil {
+		return lo, hi, 0, fmt.Errorf("load trace bounds: %w", err)
+	}
+	w := r.Row(0)
+	return w.Time("lo"), w.Time("hi"), int(w.Int("bounded")), nil
+}
 
 // traceWindow returns the condition (and its arguments) that bounds a read
 // of spans or llm_requests to the starts of the given traces (distinct
@@ -306,19 +313,17 @@ func (a *Assembler) traceWindow(ctx context.Context, project uint32, traceIDs []
 	if len(traceIDs) == 0 {
 		return "", nil, nil
 	}
-	r, err := a.CH.Query(ctx, traceBoundsQuery+assemblyReadSettings, project, traceIDs)
+	lo, hi, bounded, err := traceStarts(ctx, a.CH, project, traceIDs, assemblyReadSettings)
 	if err != nil {
-		return "", nil, fmt.Errorf("load trace bounds: %w", err)
+		return "", nil, err
 	}
-	w := r.Row(0)
-	traces, bounded := len(traceIDs), int(w.Int("bounded"))
-	if bounded < traces {
+	if traces := len(traceIDs); bounded < traces {
 		if a.Log != nil {
 			a.Log.Warn("traces without bounds; reading spans unbounded", "project", project, "traces", traces, "bounded", bounded)
 		}
 		return "", nil, nil
 	}
-	return " AND start >= ? AND start <= ?", []any{w.Time("lo"), w.Time("hi")}, nil
+	return " AND start >= ? AND start <= ?", []any{lo, hi}, nil
 }
 
 // liveRequests reduces rows selected with RequestColumns, row_version and

@@ -1628,9 +1628,18 @@ func MetricsSQL(project uint32, services []string, width time.Duration, ranges .
 		") GROUP BY toStartOfInterval(t, toIntervalSecond(?)) AS bucket, side, service, instance, name ORDER BY at", append(args, seconds)
 }
 
-// Trace returns a trace's spans and its decomposed requests.
+// Trace returns a trace's spans and its decomposed requests. The spans are
+// read within the trace's starts from trace_bounds, so the primary key
+// prunes the read to the trace's seconds (spans has no index on trace_id).
+// A trace without bounds has no spans: the view fills them on every insert
+// into spans, and migration 0009 filled them for the spans before it.
 func (q *Queries) Trace(ctx context.Context, project uint32, traceID string) ([]telemetry.Span, []telemetry.LLMRequest, error) {
-	r, err := q.CH.Query(ctx, "SELECT "+clickhouse.SpanColumns+" FROM spans FINAL WHERE project_id = ? AND trace_id = ? ORDER BY start", project, traceID)
+	lo, hi, bounded, err := traceStarts(ctx, q.CH, project, []string{traceID}, "")
+	if err != nil || bounded == 0 {
+		return nil, nil, err
+	}
+	r, err := q.CH.Query(ctx, "SELECT "+clickhouse.SpanColumns+" FROM spans FINAL WHERE project_id = ? AND start >= ? AND start <= ? AND trace_id = ? ORDER BY start",
+		project, lo, hi, traceID)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load trace: %w", err)
 	}

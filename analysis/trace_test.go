@@ -51,3 +51,47 @@ func TestTraceResources(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceReadWithinBounds: the trace view reads spans within the trace's
+// starts from trace_bounds, so a trace whose spans lie days apart is read
+// whole, a neighbour's spans in between are not taken, and an unknown id
+// has no spans.
+func TestTraceReadWithinBounds(t *testing.T) {
+	srv := apptest.Start(t, apptest.Options{})
+	ctx := context.Background()
+	t0 := time.Now().UTC().Add(-72 * time.Hour).Truncate(time.Microsecond)
+	trace, other := strings.Repeat("ab", 16), strings.Repeat("ef", 16)
+	span := func(trace, id string, start time.Time, service string) telemetry.Span {
+		return telemetry.Span{ProjectID: 1, TraceID: trace, SpanID: strings.Repeat(id, 8), Service: service, Name: "work",
+			Kind: "internal", Start: start, End: start.Add(time.Second), StatusCode: "unset"}
+	}
+	spans := []telemetry.Span{
+		span(trace, "01", t0, "chat"),
+		span(other, "02", t0.Add(24*time.Hour), "chat"),
+		span(trace, "03", t0.Add(48*time.Hour), "vllm"),
+	}
+	// Separate inserts, as exports days apart arrive.
+	for _, sp := range spans {
+		if err := srv.CH.Insert(ctx, clickhouse.SpansBatch([]telemetry.Span{sp})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := &analysis.Queries{CH: srv.CH}
+	got, _, err := q.Trace(ctx, 1, trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range got {
+		ids = append(ids, s.SpanID[:2])
+	}
+	if !reflect.DeepEqual(ids, []string{"01", "03"}) {
+		t.Fatalf("trace spans %v, want [01 03] (both days, not the other trace's)", ids)
+	}
+	if got, reqs, err := q.Trace(ctx, 1, strings.Repeat("99", 16)); err != nil || len(got)+len(reqs) != 0 {
+		t.Fatalf("unknown trace: %d spans, %d requests, %v; want none", len(got), len(reqs), err)
+	}
+	if got, _, err := q.Trace(ctx, 2, trace); err != nil || len(got) != 0 {
+		t.Fatalf("another project's trace: %d spans, %v; want none", len(got), err)
+	}
+}

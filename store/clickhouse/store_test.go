@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -278,7 +277,8 @@ func TestClusterDDLParses(t *testing.T) {
 }
 
 // The embedded engine merges spans with a larger fan-in (fewer rewrites of
-// each row), also on a store migrated before the setting existed.
+// each row) and writes parts up to 64 MiB compact, also on a store migrated
+// before the settings existed.
 func TestSpansMergeTuning(t *testing.T) {
 	ctx := context.Background()
 	s := openTemp(t, t.TempDir())
@@ -291,18 +291,22 @@ func TestSpansMergeTuning(t *testing.T) {
 		}
 		return r.Row(0).String("q")
 	}
-	want := "merge_selector_base = " + strconv.Itoa(spansMergeSelectorBase)
-	if q := setting(); !strings.Contains(q, want) {
-		t.Fatalf("spans lacks %s:\n%s", want, q)
+	want := []string{"merge_selector_base = 10", "min_bytes_for_wide_part = 67108864"}
+	for _, w := range want {
+		if q := setting(); !strings.Contains(q, w) {
+			t.Fatalf("spans lacks %s:\n%s", w, q)
+		}
 	}
-	if err := s.Exec(ctx, "ALTER TABLE spans RESET SETTING merge_selector_base"); err != nil {
+	if err := s.Exec(ctx, "ALTER TABLE spans RESET SETTING merge_selector_base, min_bytes_for_wide_part"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if q := setting(); !strings.Contains(q, want) {
-		t.Fatalf("after a migration, spans lacks %s:\n%s", want, q)
+	for _, w := range want {
+		if q := setting(); !strings.Contains(q, w) {
+			t.Fatalf("after a migration, spans lacks %s:\n%s", w, q)
+		}
 	}
 }
 
