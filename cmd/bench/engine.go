@@ -95,7 +95,7 @@ func measureEngine(ctx context.Context, dir string, templates []*traceTemplate, 
 		for n < min(batch, rows-st.Rows) {
 			seq++
 			tpl := templates[seq%uint64(len(templates))]
-			buf = tpl.patch(buf, seq)
+			buf = tpl.patch(buf, seq, time.Now())
 			t0, c0 := time.Now(), threadCPU()
 			var req coltracepb.ExportTraceServiceRequest
 			if err := proto.Unmarshal(buf, &req); err != nil {

@@ -663,7 +663,7 @@ func (t *ingestTarget) closedLoop(ctx context.Context, transport string, n int, 
 			for time.Now().Before(stopAt) && ctx.Err() == nil {
 				seq := t.seq.Add(1)
 				tpl := t.templates[seq%uint64(len(t.templates))]
-				buf = tpl.patch(buf, seq)
+				buf = tpl.patch(buf, seq, time.Now())
 				t0 := time.Now()
 				if n, ok := t.attempt(ctx, e, buf, stopAt, &c); ok {
 					c.ok(n, time.Since(t0))
@@ -711,7 +711,7 @@ func (t *ingestTarget) openLoop(ctx context.Context, transport string, rate floa
 			for at := range due {
 				seq := t.seq.Add(1)
 				tpl := t.templates[seq%uint64(len(t.templates))]
-				buf = tpl.patch(buf, seq)
+				buf = tpl.patch(buf, seq, time.Now())
 				if n, ok := t.attempt(ctx, e, buf, stopAt.Add(30*time.Second), &c); ok {
 					c.ok(n, time.Since(at))
 				}

@@ -12,34 +12,47 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
 // traceTemplate is one pre-encoded ExportTraceServiceRequest. Every span's
 // trace id ends in idMarker; patch overwrites those 8 bytes with a send
 // sequence number, so each send carries new (trace_id, span_id) keys
-// without re-encoding and the client stays cheap.
+// without re-encoding and the client stays cheap. It also moves every
+// span's timestamps by the time since the template was built, so spans
+// start seconds before they are sent, as an SDK's batch processor sends
+// them: stored spans follow the clock, and the assembler's reads (bounded
+// by the new traces' starts) cost what live traffic costs.
 type traceTemplate struct {
 	body     []byte
 	idPos    []int // offsets of the patchable 8 bytes of every span's trace_id
+	timePos  []int // offsets of every span's start and end (fixed64)
+	built    time.Time
 	spans    int
 	requests int
 }
 
 const idMarker = "\xfe\xed\xfa\xce\xfe\xed\xfa\xce"
 
-// patch copies the template into dst with every trace id made unique to seq.
-func (t *traceTemplate) patch(dst []byte, seq uint64) []byte {
+// patch copies the template into dst with every trace id made unique to
+// seq and every timestamp moved forward by the time since it was built
+// (as of now).
+func (t *traceTemplate) patch(dst []byte, seq uint64, now time.Time) []byte {
 	dst = append(dst[:0], t.body...)
 	for _, p := range t.idPos {
 		binary.BigEndian.PutUint64(dst[p:], seq)
+	}
+	shift := uint64(max(now.Sub(t.built), 0))
+	for _, p := range t.timePos {
+		binary.LittleEndian.PutUint64(dst[p:], binary.LittleEndian.Uint64(dst[p:])+shift)
 	}
 	return dst
 }
 
 // buildTemplates makes n export requests of about spansPerBatch spans each
 // (4 spans per LLM request: root, retrieval, LLM client, vLLM server),
-// with request starts spread over the minutes before base.
+// with request starts spread over the half minute before base.
 func buildTemplates(n, spansPerBatch int, seed uint64, base time.Time) ([]*traceTemplate, error) {
 	reqs := max(spansPerBatch/4, 1)
 	w := newWorld(seed, time.Time{}, time.Time{})
@@ -50,13 +63,14 @@ func buildTemplates(n, spansPerBatch int, seed uint64, base time.Time) ([]*trace
 		for len(samples) < reqs {
 			// Every request of one export comes from one app pod, as an
 			// SDK exporter sends it; the collector adds the vLLM side.
-			s := w.draw(base.Add(-time.Duration(w.rng.IntN(300_000))*time.Millisecond), true)
+			s := w.draw(base.Add(-time.Duration(w.rng.IntN(30_000))*time.Millisecond), true)
 			if s.app != app {
 				continue
 			}
 			samples = append(samples, s)
 		}
 		t, err := encodeTemplate(w.rng, app, samples)
+		t.built = base
 		if err != nil {
 			return nil, err
 		}
@@ -132,7 +146,70 @@ func encodeTemplate(rng *rand.Rand, app *appService, samples []sample) (*traceTe
 	if len(t.idPos) != spans {
 		return nil, fmt.Errorf("template: found %d trace id markers for %d spans", len(t.idPos), spans)
 	}
+	if t.timePos, err = spanTimeOffsets(body); err != nil {
+		return nil, err
+	}
+	if len(t.timePos) != 2*spans {
+		return nil, fmt.Errorf("template: found %d span timestamps for %d spans", len(t.timePos), spans)
+	}
 	return t, nil
+}
+
+// spanTimeOffsets finds the offsets of every span's start_time_unix_nano
+// and end_time_unix_nano (fixed64 fields 7 and 8) in an encoded
+// ExportTraceServiceRequest: resource_spans (1) → scope_spans (2) → spans (2).
+func spanTimeOffsets(body []byte) ([]int, error) {
+	var out []int
+	err := eachWireField(body, 0, func(num protowire.Number, typ protowire.Type, rsOff int, rs []byte) error {
+		if num != 1 || typ != protowire.BytesType {
+			return nil
+		}
+		return eachWireField(rs, rsOff, func(num protowire.Number, typ protowire.Type, ssOff int, ss []byte) error {
+			if num != 2 || typ != protowire.BytesType {
+				return nil
+			}
+			return eachWireField(ss, ssOff, func(num protowire.Number, typ protowire.Type, spanOff int, span []byte) error {
+				if num != 2 || typ != protowire.BytesType {
+					return nil
+				}
+				return eachWireField(span, spanOff, func(num protowire.Number, typ protowire.Type, off int, _ []byte) error {
+					if (num == 7 || num == 8) && typ == protowire.Fixed64Type {
+						out = append(out, off)
+					}
+					return nil
+				})
+			})
+		})
+	})
+	return out, err
+}
+
+// eachWireField calls fn with every field of the encoded message msg: its
+// number, wire type, the offset of its value (msg starts at base) and, for
+// length-delimited fields, the value's bytes.
+func eachWireField(msg []byte, base int, fn func(num protowire.Number, typ protowire.Type, off int, value []byte) error) error {
+	for off := 0; off < len(msg); {
+		num, typ, n := protowire.ConsumeTag(msg[off:])
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		off += n
+		m := protowire.ConsumeFieldValue(num, typ, msg[off:])
+		if m < 0 {
+			return protowire.ParseError(m)
+		}
+		var value []byte
+		valueOff := off
+		if typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(msg[off:])
+			value, valueOff = v, off+m-len(v)
+		}
+		if err := fn(num, typ, base+valueOff, value); err != nil {
+			return err
+		}
+		off += m
+	}
+	return nil
 }
 
 func nanos(t time.Time) uint64 { return uint64(t.UnixNano()) }
