@@ -140,48 +140,35 @@ func (a *Assembler) Step(ctx context.Context) (int, error) {
 const tracesPerStatement = 20_000
 
 // assemblySpanColumns is what assembly needs of a span: the typed columns
-// and the few attributes it reads (assemble.AttributeKeys), not the whole
-// attribute and resource maps, which cost far more to read and decode.
-var assemblySpanColumns = func() string {
-	cols := clickhouse.SpanCoreColumns
-	for i, k := range assemble.AttributeKeys() {
-		cols += fmt.Sprintf(", attributes['%s'] AS attr_%d", k, i)
-	}
-	return cols
-}()
+// and the route and tenant columns, not the attribute and resource maps,
+// which cost far more to read and decode (a map is read whole even for one
+// key).
+const assemblySpanColumns = clickhouse.SpanCoreColumns + ", route, tenant"
 
 // assemblyReadSettings keeps the assembler's reads to one thread: a read
 // using every core would starve the receivers decoding exports (and the
 // inserts running beside it) meanwhile.
 const assemblyReadSettings = " SETTINGS max_threads = 1"
 
-// assemblyAttrColumns names the attribute columns of assemblySpanColumns,
-// in assemble.AttributeKeys order.
-var assemblyAttrColumns = func() []string {
-	var out []string
-	for i := range assemble.AttributeKeys() {
-		out = append(out, fmt.Sprintf("attr_%d", i))
-	}
-	return out
-}()
-
-// scanAssemblySpans reads rows selected with assemblySpanColumns.
+// scanAssemblySpans reads rows selected with assemblySpanColumns. The route
+// and tenant go back into the span as the attributes assembly reads them
+// from: the route under its key, the tenant under the first tenant key
+// (SpanTenant of it is the stored tenant).
 func scanAssemblySpans(r *clickhouse.Result) []telemetry.Span {
-	keys := assemble.AttributeKeys()
 	out := make([]telemetry.Span, r.Len())
 	for i := range out {
 		w := r.Row(i)
-		var attrs map[string]string
-		for j, k := range keys {
-			if v := w.String(assemblyAttrColumns[j]); v != "" {
-				if attrs == nil {
-					attrs = map[string]string{}
-				}
-				attrs[k] = v
+		out[i] = clickhouse.SpanCore(w)
+		route, tenant := w.String("route"), w.String("tenant")
+		if route != "" || tenant != "" {
+			out[i].Attributes = make(map[string]string, 2)
+			if route != "" {
+				out[i].Attributes[telemetry.RouteAttribute] = route
+			}
+			if tenant != "" {
+				out[i].Attributes[telemetry.TenantAttributes[0]] = tenant
 			}
 		}
-		out[i] = clickhouse.SpanCore(w)
-		out[i].Attributes = attrs
 	}
 	return out
 }

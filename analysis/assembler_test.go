@@ -274,3 +274,31 @@ func TestAssemblerLargeInsertInChunks(t *testing.T) {
 		t.Errorf("a second pass took %d traces (err %v), want none", more, err)
 	}
 }
+
+// TestAssemblerRouteAndTenant: the assembler takes the route of the root
+// span and the tenant (the LLM span's before the root's) from the columns
+// the store derives from the attributes, whichever key names the tenant.
+func TestAssemblerRouteAndTenant(t *testing.T) {
+	a := openAssembler(t)
+	now := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Minute)
+	with := func(s telemetry.Span, attrs map[string]string) telemetry.Span {
+		s.Attributes = attrs
+		return s
+	}
+	a.mustInsert(t,
+		// The LLM span names the tenant (its second key), the root another.
+		with(agentSpan("t1", "root", "", now, false), map[string]string{"http.route": "/v1/agent", "tenant": "root-tenant"}),
+		with(agentSpan("t1", "c1", "root", now.Add(time.Millisecond), true), map[string]string{"tenant": "", "tenant.id": "acme", "user.id": "u-9"}),
+		// Only the root names one, by the last key; no http.route.
+		with(agentSpan("t2", "root", "", now, false), map[string]string{"langfuse.user.id": "lf-1"}),
+		agentSpan("t2", "c1", "root", now.Add(time.Millisecond), true),
+		// Neither.
+		agentSpan("t3", "root", "", now, false), agentSpan("t3", "c1", "root", now.Add(time.Millisecond), true))
+	a.mustStep(t)
+	for trace, want := range map[string][2]string{"t1": {"/v1/agent", "acme"}, "t2": {"agent.run", "lf-1"}, "t3": {"agent.run", ""}} {
+		rows := liveRows(t, a, trace)
+		if c1, ok := rows["c1"]; !ok || c1.Route != want[0] || c1.Tenant != want[1] {
+			t.Errorf("trace %s: row %+v, want route %q tenant %q", trace, rows["c1"], want[0], want[1])
+		}
+	}
+}

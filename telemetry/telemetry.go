@@ -179,3 +179,22 @@ type Event struct {
 
 // Ptr returns a pointer to v; handy for the optional fields above.
 func Ptr[T any](v T) *T { return &v }
+
+// The request context assembly takes from span attributes: the route (on
+// the root span) and the tenant. The store keeps both as columns of spans
+// (route, tenant), so assembly reads them without the attribute map.
+const RouteAttribute = "http.route"
+
+// TenantAttributes name a span's tenant; the first one set wins.
+var TenantAttributes = [...]string{"tenant", "tenant.id", "user.id", "enduser.id", "langfuse.user.id"}
+
+// SpanTenant is the tenant attrs name: the value of the first
+// TenantAttributes key with a non-empty value, or "".
+func SpanTenant(attrs map[string]string) string {
+	for _, k := range TenantAttributes {
+		if v := attrs[k]; v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -6,16 +6,6 @@ import (
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
-// tenantKeys are the attributes that name the tenant, first found wins.
-var tenantKeys = [...]string{"tenant", "tenant.id", "user.id", "enduser.id", "langfuse.user.id"}
-
-// routeKey is the root span attribute that names the route.
-const routeKey = "http.route"
-
-// AttributeKeys are the only span attributes assembly reads (route and
-// tenant), so a caller loading spans for it can skip all the others.
-func AttributeKeys() []string { return append([]string{routeKey}, tenantKeys[:]...) }
-
 // decompose splits one call into its components (DESIGN.md,
 // "Decomposition"). Every figure is nil unless the spans state it or it is a
 // difference of two stated figures: the split is never invented.
@@ -165,7 +155,7 @@ func route(root *telemetry.Span) string {
 	if root == nil {
 		return ""
 	}
-	if r := root.Attributes[routeKey]; r != "" {
+	if r := root.Attributes[telemetry.RouteAttribute]; r != "" {
 		return r
 	}
 	return root.Name
@@ -177,10 +167,8 @@ func tenant(primary, root *telemetry.Span) string {
 		if s == nil {
 			continue
 		}
-		for _, k := range tenantKeys {
-			if v := s.Attributes[k]; v != "" {
-				return v
-			}
+		if v := telemetry.SpanTenant(s.Attributes); v != "" {
+			return v
 		}
 	}
 	return ""

@@ -220,8 +220,12 @@ type spanBlock struct {
 	attrsAt    int // attributes' index in input
 	eventNames *proto.ColArr[string]
 	eventTimes *proto.ColArr[time.Time]
-	input      proto.Input
-	buf        proto.Buffer
+	// route and tenant: the request context assembly reads (telemetry.
+	// RouteAttribute, SpanTenant), taken from the attributes.
+	route  *proto.ColLowCardinality[string]
+	tenant proto.ColStr
+	input  proto.Input
+	buf    proto.Buffer
 }
 
 var spanBlocks = sync.Pool{New: func() any { return newSpanBlock() }}
@@ -239,6 +243,7 @@ func newSpanBlock() *spanBlock {
 		inTok: ni(), outTok: ni(), ttft: ni(), queue: ni(), prefill: ni(), serverTTFT: ni(), decode: ni(), serverE2E: ni(),
 		attrs: strMap(), res: strMap(),
 		eventNames: new(proto.ColStr).Array(), eventTimes: proto.NewArray[time.Time](newDateTime64()),
+		route:      lc(),
 	}
 	// Same names and order as SpansBatch.
 	b.input = proto.Input{
@@ -272,6 +277,8 @@ func newSpanBlock() *spanBlock {
 		{Name: "resource_hash", Data: &b.resHash},
 		{Name: "event_names", Data: b.eventNames},
 		{Name: "event_times", Data: b.eventTimes},
+		{Name: "route", Data: b.route},
+		{Name: "tenant", Data: &b.tenant},
 	}
 	for i, c := range b.input {
 		if c.Name == "attributes" {
@@ -299,14 +306,57 @@ func (b *spanBlock) append(s *telemetry.Span) {
 	b.appendFields(s)
 	b.attrs.Append(s.Attributes)
 	b.appendTail(s)
+	b.route.Append(s.Attributes[telemetry.RouteAttribute])
+	b.tenant.Append(telemetry.SpanTenant(s.Attributes))
 }
 
 // appendAttrs is append for a span whose attributes are entries [from,
-// to) of attrs instead of its Attributes map.
-func (b *spanBlock) appendAttrs(s *telemetry.Span, attrs *SpanAttrs, from, to int) {
+// to) of attrs instead of its Attributes map; roles are attrs' names'
+// contextRoles.
+func (b *spanBlock) appendAttrs(s *telemetry.Span, attrs *SpanAttrs, roles []int8, from, to int) {
 	b.appendFields(s)
 	b.flatAttrs.append(attrs, from, to)
 	b.appendTail(s)
+	var route, tenant []byte
+	best := int8(len(telemetry.TenantAttributes)) // tenant rank of tenant
+	for j := from; j < to; j++ {
+		switch r := roles[attrs.Keys[j]]; {
+		case r == roleRoute:
+			route = attrs.Values[attrs.Bounds[2*j]:attrs.Bounds[2*j+1]]
+		case r >= 0 && r < best:
+			if v := attrs.Values[attrs.Bounds[2*j]:attrs.Bounds[2*j+1]]; len(v) > 0 {
+				tenant, best = v, r
+			}
+		}
+	}
+	b.route.Append(string(route))
+	b.tenant.AppendBytes(tenant)
+}
+
+// roleRoute marks telemetry.RouteAttribute in contextRoles; a tenant
+// attribute's role is its index in telemetry.TenantAttributes, any other
+// name's roleNone.
+const (
+	roleNone  int8 = -1
+	roleRoute int8 = -2
+)
+
+// contextRoles gives each attribute name its role in the route and tenant
+// columns.
+func contextRoles(names []string) []int8 {
+	roles := make([]int8, len(names))
+	for i, n := range names {
+		roles[i] = roleNone
+		if n == telemetry.RouteAttribute {
+			roles[i] = roleRoute
+		}
+		for r, k := range telemetry.TenantAttributes {
+			if n == k {
+				roles[i] = int8(r)
+			}
+		}
+	}
+	return roles
 }
 
 // appendFields appends the columns before attributes.
@@ -424,10 +474,11 @@ func EncodeSpansAttrs(spans []telemetry.Span, attrs *SpanAttrs) ([]byte, error) 
 	defer func() { b.reset(); spanBlocks.Put(b) }()
 	b.input[b.attrsAt].Data = &b.flatAttrs
 	b.flatAttrs.begin(len(attrs.Names))
+	roles := contextRoles(attrs.Names)
 	from := 0
 	for i := range spans {
 		to := attrs.Ends[i]
-		b.appendAttrs(&spans[i], attrs, from, to)
+		b.appendAttrs(&spans[i], attrs, roles, from, to)
 		from = to
 	}
 	return b.encode(len(spans))

@@ -162,3 +162,93 @@ func TestEncodeSpansAttrsRefusesInconsistentLists(t *testing.T) {
 		}
 	}
 }
+
+// TestSpanContextColumns: every way spans reach the table stores the route
+// and tenant that telemetry.RouteAttribute and SpanTenant name (the first
+// tenant key with a value wins, whatever order the attributes come in):
+// Native blocks from maps and from one attribute list, SpansBatch, and an
+// insert without the columns, whose defaults are how parts stored before
+// the columns existed read.
+func TestSpanContextColumns(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+
+	t0 := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
+	cases := []map[string]string{
+		{"http.route": "/v1/chat", "user.id": "u-1", "tenant.id": "acme", "http.method": "POST"},
+		{"tenant": "", "enduser.id": "e-7", "zzz": "last"},
+		{"langfuse.user.id": "lf-3"},
+		{"http.route": "/health"},
+		{"tenant": "t-0", "tenant.id": "later"},
+		nil,
+	}
+	spansFor := func(trace string) []telemetry.Span {
+		var out []telemetry.Span
+		for i, attrs := range cases {
+			out = append(out, telemetry.Span{ProjectID: 1, TraceID: trace, SpanID: fmt.Sprintf("%016x", i+1), Service: "chat",
+				Name: "span", Kind: "internal", Start: t0.Add(time.Duration(i) * time.Millisecond), End: t0.Add(time.Second),
+				StatusCode: "unset", Attributes: attrs})
+		}
+		return out
+	}
+	insertBlock := func(trace string, viaAttrs bool) {
+		spans := spansFor(trace)
+		var b []byte
+		var err error
+		if viaAttrs {
+			a := attrsOf(spans)
+			for i := range spans {
+				spans[i].Attributes = nil
+			}
+			b, err = EncodeSpansAttrs(spans, a)
+		} else {
+			b, err = EncodeSpans(spans)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Insert(ctx, SpanBlocksBatch([][]byte{b}, len(spans))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	traces := map[string]string{"maps": strings.Repeat("a1", 16), "attrs": strings.Repeat("a2", 16),
+		"rows": strings.Repeat("a3", 16), "defaults": strings.Repeat("a4", 16)}
+	insertBlock(traces["maps"], false)
+	insertBlock(traces["attrs"], true)
+	if err := s.Insert(ctx, SpansBatch(spansFor(traces["rows"]))); err != nil {
+		t.Fatal(err)
+	}
+	old := SpansBatch(spansFor(traces["defaults"]))
+	old.Columns = slices.DeleteFunc(old.Columns, func(c BatchColumn) bool { return c.Name == "route" || c.Name == "tenant" })
+	if len(old.Columns) != len(SpansBatch(nil).Columns)-2 {
+		t.Fatalf("SpansBatch has no route and tenant columns to leave out")
+	}
+	if err := s.Insert(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	for path, trace := range traces {
+		r, err := s.Query(ctx, "SELECT route, tenant FROM spans WHERE trace_id = ? ORDER BY span_id", trace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Len() != len(cases) {
+			t.Fatalf("%s: %d spans stored, want %d", path, r.Len(), len(cases))
+		}
+		for i, attrs := range cases {
+			w := r.Row(i)
+			if got, want := w.String("route"), attrs[telemetry.RouteAttribute]; got != want {
+				t.Errorf("%s: span %d (%v): route %q, want %q", path, i, attrs, got, want)
+			}
+			if got, want := w.String("tenant"), telemetry.SpanTenant(attrs); got != want {
+				t.Errorf("%s: span %d (%v): tenant %q, want %q", path, i, attrs, got, want)
+			}
+		}
+	}
+	// The expected values themselves: the precedence SpanTenant states.
+	for i, want := range []string{"acme", "e-7", "lf-3", "", "t-0", ""} {
+		if got := telemetry.SpanTenant(cases[i]); got != want {
+			t.Errorf("SpanTenant(%v) = %q, want %q", cases[i], got, want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"text/template"
 
 	"github.com/tokenpath/tokenpath/migrations"
+	"github.com/tokenpath/tokenpath/telemetry"
 )
 
 // ddl renders migration templates for a single node or a cluster. On a
@@ -60,7 +61,20 @@ func (d ddl) funcs() template.FuncMap {
 		"rollupColumns":      rollupColumnsDDL,
 		"rollupFromRequests": func() string { return RollupFromRequests(RequestSign, RollupHistograms) },
 		"rollupMerge":        func() string { return RollupMerge(RollupHistograms) },
+		"spanContextColumns": spanContextColumnsDDL,
 	}
+}
+
+// spanContextColumnsDDL adds spans' route and tenant columns, computed from
+// the attributes as telemetry.SpanTenant does where a part lacks them.
+func spanContextColumnsDDL() string {
+	var tenant []string
+	for _, k := range telemetry.TenantAttributes {
+		tenant = append(tenant, fmt.Sprintf("attributes['%s'] != '', attributes['%s']", k, k))
+	}
+	return fmt.Sprintf("ADD COLUMN IF NOT EXISTS route LowCardinality(String) DEFAULT attributes['%s'], "+
+		"ADD COLUMN IF NOT EXISTS tenant String DEFAULT multiIf(%s, '') CODEC(ZSTD(1))",
+		telemetry.RouteAttribute, strings.Join(tenant, ", "))
 }
 
 func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "") + "`" }

@@ -64,6 +64,7 @@ func SpansBatch(spans []telemetry.Span) *Batch {
 		resHash                               = make([]uint64, n)
 		eventNames                            = make([][]string, n)
 		eventTimes                            = make([][]time.Time, n)
+		route, tenant                         = make([]string, n), make([]string, n)
 	)
 	for i := range spans {
 		s := &spans[i]
@@ -78,6 +79,7 @@ func SpansBatch(spans []telemetry.Span) *Batch {
 		serverTTFT[i], decode[i], serverE2E[i] = nanos(s.LLM.ServerTTFT), nanos(s.LLM.DecodeTime), nanos(s.LLM.ServerE2E)
 		attrs[i], res[i], resHash[i] = orEmpty(s.Attributes), orEmpty(inlineResource(s)), s.ResourceHash
 		eventNames[i], eventTimes[i] = s.EventNames, s.EventTimes
+		route[i], tenant[i] = s.Attributes[telemetry.RouteAttribute], telemetry.SpanTenant(s.Attributes)
 		if eventNames[i] == nil {
 			eventNames[i] = []string{}
 		}
@@ -117,6 +119,8 @@ func SpansBatch(spans []telemetry.Span) *Batch {
 		{"resource_hash", "UInt64", resHash},
 		{"event_names", "Array(String)", eventNames},
 		{"event_times", "Array(DateTime64(9, 'UTC'))", eventTimes},
+		{"route", lc, route},
+		{"tenant", "String", tenant},
 	}}
 }
 
