@@ -243,7 +243,7 @@ func newSpanBlock() *spanBlock {
 		inTok: ni(), outTok: ni(), ttft: ni(), queue: ni(), prefill: ni(), serverTTFT: ni(), decode: ni(), serverE2E: ni(),
 		attrs: strMap(), res: strMap(),
 		eventNames: new(proto.ColStr).Array(), eventTimes: proto.NewArray[time.Time](newDateTime64()),
-		route:      lc(),
+		route: lc(),
 	}
 	// Same names and order as SpansBatch.
 	b.input = proto.Input{
