@@ -62,21 +62,29 @@ func (a *Assembler) Run(ctx context.Context) {
 	a.defaults()
 	runLocked(ctx, a.PG, postgres.LockAssembler, a.Interval, a.Log, "assembling llm requests",
 		func(ctx context.Context) (bool, error) {
-			n, err := a.Step(ctx)
-			return n >= a.MaxTraces, err // a full pass means more is waiting
+			_, more, err := a.step(ctx)
+			return more, err
 		})
 }
 
 // Step runs one pass and returns how many traces it assembled.
 func (a *Assembler) Step(ctx context.Context) (int, error) {
+	n, _, err := a.step(ctx)
+	return n, err
+}
+
+// step runs one pass; more says it left new traces for the next pass (it
+// was bounded by MaxTraces), which then runs at once instead of on the
+// next tick.
+func (a *Assembler) step(ctx context.Context) (n int, more bool, err error) {
 	a.defaults()
 	wm, err := a.watermark(ctx)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	upper := a.Now().Add(-a.Lag)
 	if !upper.After(wm) {
-		return 0, nil
+		return 0, false, nil
 	}
 	// Bound the pass by a count of traces: take the inserted_at of the
 	// MaxTraces-th new trace as the upper bound when there are more.
@@ -84,12 +92,12 @@ func (a *Assembler) Step(ctx context.Context) (int, error) {
 		FROM spans WHERE inserted_at > ? AND inserted_at <= ?
 		GROUP BY project_id, trace_id ORDER BY ins LIMIT ?`+assemblyReadSettings, wm, upper, a.MaxTraces+1)
 	if err != nil {
-		return 0, fmt.Errorf("find new traces: %w", err)
+		return 0, false, fmt.Errorf("find new traces: %w", err)
 	}
 	if r.Len() == 0 {
-		return 0, a.setWatermark(ctx, upper)
+		return 0, false, a.setWatermark(ctx, upper)
 	}
-	if r.Len() > a.MaxTraces {
+	if more = r.Len() > a.MaxTraces; more {
 		// Stop just before the first trace we will not take, so none is
 		// half-seen (a trace straddling the bound is re-read next pass).
 		// When the whole page shares one inserted_at (one large insert),
@@ -100,7 +108,7 @@ func (a *Assembler) Step(ctx context.Context) (int, error) {
 			r, err = a.CH.Query(ctx, `SELECT project_id, trace_id, max(inserted_at) AS ins
 				FROM spans WHERE inserted_at > ? AND inserted_at <= ? GROUP BY project_id, trace_id`+assemblyReadSettings, wm, upper)
 			if err != nil {
-				return 0, fmt.Errorf("find new traces: %w", err)
+				return 0, false, fmt.Errorf("find new traces: %w", err)
 			}
 		} else {
 			upper = boundary.Add(-time.Nanosecond)
@@ -109,7 +117,6 @@ func (a *Assembler) Step(ctx context.Context) (int, error) {
 	// The pass's traces, per project: the reads below select them by these
 	// ids, so the new traces are found in spans once a pass.
 	traces := map[uint32][]string{}
-	n := 0
 	for i := 0; i < r.Len(); i++ {
 		w := r.Row(i)
 		if w.Time("ins").After(upper) {
@@ -127,11 +134,11 @@ func (a *Assembler) Step(ctx context.Context) (int, error) {
 			chunk := ids[:min(len(ids), tracesPerStatement)]
 			ids = ids[len(chunk):]
 			if err := a.assemble(ctx, project, chunk); err != nil {
-				return 0, err
+				return 0, false, err
 			}
 		}
 	}
-	return n, a.setWatermark(ctx, upper)
+	return n, more, a.setWatermark(ctx, upper)
 }
 
 // tracesPerStatement bounds the trace ids one statement of a pass lists:

@@ -302,3 +302,28 @@ func TestAssemblerRouteAndTenant(t *testing.T) {
 		}
 	}
 }
+
+// TestAssemblerPassSaysMore: a pass bounded by MaxTraces says more traces
+// wait (Run starts the next pass at once instead of on the next tick); the
+// pass that takes the rest says none do.
+func TestAssemblerPassSaysMore(t *testing.T) {
+	a := openAssembler(t)
+	a.MaxTraces = 2
+	now := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Minute)
+	for _, trace := range []string{"m1", "m2", "m3"} { // three inserts, three inserted_at
+		a.mustInsert(t, agentSpan(trace, "root", "", now, false), agentSpan(trace, "c1", "root", now.Add(time.Millisecond), true))
+	}
+	ctx := context.Background()
+	for i, want := range []struct {
+		n    int
+		more bool
+	}{{2, true}, {1, false}, {0, false}} {
+		n, more, err := a.step(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != want.n || more != want.more {
+			t.Errorf("pass %d: %d traces, more %v; want %d, %v", i+1, n, more, want.n, want.more)
+		}
+	}
+}
