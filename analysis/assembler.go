@@ -49,7 +49,7 @@ func (a *Assembler) defaults() {
 		a.Interval = time.Second
 	}
 	if a.MaxTraces <= 0 {
-		a.MaxTraces = 20_000
+		a.MaxTraces = 50_000
 	}
 	if a.Now == nil {
 		a.Now = time.Now

@@ -44,8 +44,9 @@ type Store struct {
 	b   backend
 	log *slog.Logger
 	// OnQuery, set or cleared while no statement runs, is told each
-	// read's bound statement and duration (the query bench times the
-	// statements a page really runs with it).
+	// read's bound statement and duration, and each insert's as "INSERT
+	// INTO table" (the query bench times the statements a page really runs
+	// with it).
 	OnQuery func(sql string, took time.Duration)
 }
 
@@ -138,6 +139,7 @@ func (s *Store) Insert(ctx context.Context, b *Batch) error {
 	if err := b.check(); err != nil {
 		return err
 	}
+	defer s.timed("INSERT INTO " + b.Table)()
 	if err := s.b.insert(ctx, b); err != nil {
 		return fmt.Errorf("insert %d rows into %s: %w", b.Rows(), b.Table, err)
 	}

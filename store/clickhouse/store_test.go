@@ -363,3 +363,27 @@ func traceSpansWithoutID(t *testing.T, s *Store, trace string) []telemetry.Span 
 	}
 	return out
 }
+
+// TestOnQueryTimesInserts: OnQuery hears of inserts as "INSERT INTO table"
+// as well as of reads.
+func TestOnQueryTimesInserts(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+	var heard []string
+	s.OnQuery = func(sql string, took time.Duration) {
+		if took <= 0 {
+			t.Errorf("%s took %s", sql, took)
+		}
+		heard = append(heard, sql)
+	}
+	if err := s.Insert(ctx, SpansBatch(sampleSpans())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Query(ctx, "SELECT count() AS n FROM spans"); err != nil {
+		t.Fatal(err)
+	}
+	if len(heard) != 2 || heard[0] != "INSERT INTO spans" || !strings.HasPrefix(heard[1], "SELECT count()") {
+		t.Fatalf("OnQuery heard %q, want the insert and the read", heard)
+	}
+}
