@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -325,5 +326,58 @@ func TestAssemblerPassSaysMore(t *testing.T) {
 		if n != want.n || more != want.more {
 			t.Errorf("pass %d: %d traces, more %v; want %d, %v", i+1, n, more, want.n, want.more)
 		}
+	}
+}
+
+// TestAssemblerReadsRunNiced: the engine runs the assembler's reads at nice
+// 10 while they run and restores its threads after, when the process may
+// change priorities (root in CI); without CAP_SYS_NICE the setting is
+// ignored and the read still runs.
+func TestAssemblerReadsRunNiced(t *testing.T) {
+	a := openAssembler(t)
+	niced := func() (n int) {
+		tasks, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range tasks {
+			b, err := os.ReadFile("/proc/self/task/" + tk.Name() + "/stat")
+			if err != nil {
+				continue // the thread ended
+			}
+			// Fields after "(comm) ": state is the first, nice the 17th.
+			f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+			if len(f) > 16 && f[16] == "10" {
+				n++
+			}
+		}
+		return n
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.CH.Query(context.Background(), "SELECT count() AS n FROM numbers(1000000000) WHERE number % 7 = 3"+assemblyReadSettings)
+		done <- err
+	}()
+	during := 0
+	for running := true; running; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			running = false
+		case <-time.After(50 * time.Millisecond):
+			during = max(during, niced())
+		}
+	}
+	capable := os.Geteuid() == 0
+	if capable && during == 0 {
+		t.Errorf("no engine thread ran at nice 10 during the read")
+	}
+	if !capable && during != 0 {
+		t.Errorf("%d threads at nice 10 without CAP_SYS_NICE", during)
+	}
+	if after := niced(); after != 0 {
+		t.Errorf("%d threads still at nice 10 after the read", after)
 	}
 }
