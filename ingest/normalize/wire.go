@@ -2,6 +2,7 @@ package normalize
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"math"
 	"strconv"
 	"strings"
@@ -157,12 +158,44 @@ type wireReader struct {
 	seen []uint32
 	slot []int32
 	gen  uint32
-	// byPos[i] is the key of the last attribute read at position i of a
-	// span (keyValue).
-	byPos []attrKey
+	// byPos[i] holds the keys last read at position i of a span
+	// (keyValue).
+	byPos []posKeys
 	// scratch, reused span to span
 	kvs   []wireKV
 	attrs [][]byte
+}
+
+// posKeys are the last distinct keys read at one position of a span's
+// attributes. The spans of an export repeat a few shapes (a root, a
+// retrieval, a client and a server span each list the same keys in the
+// same order), so comparing the key's bytes with these mostly finds it,
+// cheaper than hashing it for the intern map (and than checking its UTF-8
+// again).
+type posKeys struct {
+	keys [4]attrKey
+	n    uint8 // slots filled
+	next uint8 // the slot add replaces once all are filled
+}
+
+// find returns the key whose name is key, or nil.
+func (p *posKeys) find(key []byte) *attrKey {
+	for i := range p.n {
+		if string(key) == p.keys[i].name {
+			return &p.keys[i]
+		}
+	}
+	return nil
+}
+
+func (p *posKeys) add(k attrKey) {
+	if p.n < uint8(len(p.keys)) {
+		p.keys[p.n] = k
+		p.n++
+		return
+	}
+	p.keys[p.next] = k
+	p.next = (p.next + 1) % uint8(len(p.keys))
 }
 
 // attrKey is an interned attribute key.
@@ -463,43 +496,113 @@ func (w *wireReader) appendAttrs() bool {
 	return true
 }
 
-// keyValue reads one KeyValue message.
+// keyValue reads one KeyValue message, the pos-th attribute of its span.
 func (w *wireReader) keyValue(msg []byte, pos int) (wireKV, bool) {
 	var kv wireKV
-	var key []byte
-	// The key the attribute at this position had in the span before: the
-	// spans of an export mostly list the same keys in the same order, and
-	// comparing bytes is cheaper than hashing them for the intern map (and
-	// than checking UTF-8 again).
-	var last *attrKey
-	if pos < len(w.byPos) {
-		last = &w.byPos[pos]
+	key, ok := fastKeyValue(&kv, msg)
+	if !ok {
+		kv, key = wireKV{}, nil
+		if !w.slowKeyValue(&kv, &key, msg) {
+			return wireKV{}, false
+		}
 	}
-	ok := eachField(msg, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+	if pos < len(w.byPos) {
+		if k := w.byPos[pos].find(key); k != nil {
+			kv.key = *k
+			return kv, true
+		}
+	}
+	if ok && !utf8.Valid(key) {
+		return wireKV{}, false
+	}
+	return w.internKey(kv, key, pos)
+}
+
+// fastKeyValue reads a KeyValue in the layout every SDK writes: the key
+// (field 1), then the value (field 2) with at most one scalar member
+// (string, bool, int or double), and nothing else. It reports false, with
+// kv possibly half-filled, for any other layout, which slowKeyValue reads
+// field by field. The key's UTF-8 is left to the caller.
+func fastKeyValue(kv *wireKV, msg []byte) (key []byte, ok bool) {
+	if len(msg) < 2 || msg[0] != 0x0a { // field 1, bytes
+		return nil, false
+	}
+	key, msg, ok = consumeLen(msg[1:])
+	if !ok || len(msg) < 2 || msg[0] != 0x12 { // field 2, bytes
+		return nil, false
+	}
+	v, rest, ok := consumeLen(msg[1:])
+	if !ok || len(rest) != 0 {
+		return nil, false
+	}
+	kv.set = true
+	if len(v) == 0 {
+		return key, true
+	}
+	switch v[0] {
+	case 0x0a: // string_value
+		s, rest, ok := consumeLen(v[1:])
+		if !ok || len(rest) != 0 || !utf8.Valid(s) {
+			return nil, false
+		}
+		kv.kind, kv.str = 1, s
+	case 0x10, 0x18: // bool_value, int_value
+		x, n := protowire.ConsumeVarint(v[1:])
+		if n < 0 || 1+n != len(v) {
+			return nil, false
+		}
+		kv.kind, kv.num = int8(v[0]>>3), x
+	case 0x21: // double_value
+		if len(v) != 9 {
+			return nil, false
+		}
+		kv.kind, kv.num = 4, binary.LittleEndian.Uint64(v[1:])
+	default:
+		return nil, false
+	}
+	return key, true
+}
+
+// consumeLen reads a length-delimited value: its bytes and what follows.
+func consumeLen(b []byte) (v, rest []byte, ok bool) {
+	var n uint64
+	var m int
+	if len(b) > 0 && b[0] < 0x80 {
+		n, m = uint64(b[0]), 1
+	} else if n, m = protowire.ConsumeVarint(b); m < 0 {
+		return nil, nil, false
+	}
+	if n > uint64(len(b)-m) {
+		return nil, nil, false
+	}
+	return b[m : m+int(n)], b[m+int(n):], true
+}
+
+// slowKeyValue reads a KeyValue field by field, whatever its layout.
+func (w *wireReader) slowKeyValue(kv *wireKV, key *[]byte, msg []byte) bool {
+	return eachField(msg, func(num protowire.Number, typ protowire.Type, v []byte) bool {
 		switch num {
 		case 1: // key
-			if typ != protowire.BytesType || !(last != nil && string(v) == last.name || utf8.Valid(v)) {
+			if typ != protowire.BytesType || !utf8.Valid(v) {
 				return false
 			}
-			key = v
+			*key = v
 		case 2: // value
 			if typ != protowire.BytesType || kv.set {
 				return false
 			}
 			kv.set = true
-			return w.anyValue(&kv, v)
+			return w.anyValue(kv, v)
 		case 3: // key_strindex (profiles only)
 			return typ == protowire.VarintType
 		}
 		return true
 	})
-	if !ok {
-		return wireKV{}, false
-	}
-	if last != nil && string(key) == last.name {
-		kv.key = *last
-		return kv, true
-	}
+}
+
+// internKey gives kv the interned key for key bytes, read at position pos
+// of the span's attributes.
+func (w *wireReader) internKey(kv wireKV, key []byte, pos int) (wireKV, bool) {
 	k, interned := w.keys[string(key)]
 	if !interned {
 		k.name = string(key)
@@ -520,10 +623,11 @@ func (w *wireReader) keyValue(msg []byte, pos int) (wireKV, bool) {
 		k.id = id
 		w.keys[k.name] = k
 	}
+	if pos == len(w.byPos) {
+		w.byPos = append(w.byPos, posKeys{})
+	}
 	if pos < len(w.byPos) {
-		w.byPos[pos] = k
-	} else if pos == len(w.byPos) {
-		w.byPos = append(w.byPos, k)
+		w.byPos[pos].add(k)
 	}
 	kv.key = k
 	return kv, true

@@ -151,7 +151,22 @@ func TestTracesWireMatchesGenerated(t *testing.T) {
 	future := newSpan("future")
 	future.EndTimeUnixNano = year2300
 	noResource := &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{ScopeSpans: []*tracepb.ScopeSpans{{Spans: []*tracepb.Span{vllm}}}}}}
+	// More span shapes than keyValue remembers per attribute position, so
+	// its key cache rotates: keys in six orders, the same ones at the same
+	// positions in different spans.
+	var shapes []*tracepb.Span
+	keys := []string{"http.route", "tenant.id", "gen_ai.request.model", "user.id", "db.system", "peer.service"}
+	for i := range 6 {
+		var attrs []*commonpb.KeyValue
+		for j := range keys {
+			attrs = append(attrs, str(keys[(i+j)%len(keys)], fmt.Sprint(i, j)))
+		}
+		for range 2 {
+			shapes = append(shapes, newSpan(fmt.Sprint("shape ", i), attrs...))
+		}
+	}
 	cases := map[string]proto.Message{
+		"shapes":        traceRequest(nil, shapes...),
 		"conventions":   traceRequest([]*commonpb.KeyValue{str("service.name", "vllm"), str("host.name", "h")}, vllm, client),
 		"rejects":       traceRequest(nil, bad, vllm, future, bad, bad, bad, bad, bad),
 		"no resource":   noResource,
@@ -193,6 +208,10 @@ func TestTracesWireMatchesGenerated(t *testing.T) {
 		"unknown group":        append(field(5, protowire.StartGroupType, nil), field(5, protowire.EndGroupType, nil)...),
 		"later trace id wins":  rs(field(1, protowire.BytesType, protowire.AppendBytes(nil, bytes.Repeat([]byte{9}, 16)))),
 		"negative kind varint": rs(field(6, protowire.VarintType, protowire.AppendVarint(nil, ^uint64(0)))),
+		// The key after the value: read field by field, not by the fast layout.
+		"value before key": rs(field(9, protowire.BytesType, protowire.AppendBytes(nil, append(
+			field(2, protowire.BytesType, protowire.AppendBytes(nil, field(1, protowire.BytesType, protowire.AppendBytes(nil, []byte("v"))))),
+			field(1, protowire.BytesType, protowire.AppendBytes(nil, []byte("gen_ai.response.model")))...)))),
 	}
 	for name, body := range odd {
 		_, ok := TracesWire(7, body, now, Limits{})
