@@ -188,18 +188,22 @@ func (s *Store) Migrate(ctx context.Context) error {
 // CPU. A server's operators tune their own (merge_selector_base needs
 // ClickHouse 24.11).
 //
-//   - merge_selector_base 10 (ClickHouse's default is 5): background merges
-//     cost the engine more than its inserts (~4.3 merged rows per span
-//     inserted, 4–5 µs each); merging more parts at once rewrites each row
-//     fewer times: ~2.8–3.4 merged rows per span, and 10–20 % less server
-//     CPU per span end to end (bench ingest, interleaved). It leaves a few
-//     more parts per partition, which the trace-id reads barely feel.
+//   - merge_selector_base 25 (ClickHouse's default is 5): background merges
+//     cost the engine more than its inserts, and more the longer ingest
+//     runs (38 % of the server's CPU in the last 20 s of a minute at full
+//     rate); merging more parts at once rewrites each row fewer times. 10
+//     took merged rows per span from ~4.3 to ~2.8–3.4 (10–20 % less server
+//     CPU per span); 25 against 10 over a minute at full rate (bench ingest
+//     --duration 60s, gRPC, back to back): 21.7 against 27.8 µs per span,
+//     89k against 72k spans/s acknowledged. It leaves more parts per
+//     partition (up to a few dozen), which reads by trace id feel little:
+//     they are bounded by the trace's starts.
 //   - min_bytes_for_wide_part 64 MiB (default 10 MiB): an insert of ~100k
 //     spans (~13 MB) and the first merges write compact parts, one data
 //     file instead of two per column and subcolumn (~80): ~1 µs less CPU
 //     per span inserted and ~1 µs less per span merged, much of it the
 //     file system creating and deleting files.
-const embeddedSpansSettings = "merge_selector_base = 10, min_bytes_for_wide_part = 67108864"
+const embeddedSpansSettings = "merge_selector_base = 25, min_bytes_for_wide_part = 67108864"
 
 // retentionTables maps each table to its time column for TTL.
 var retentionTables = map[string]string{"spans": "start", "llm_requests": "start", "llm_requests_sample": "start", "llm_request_names": "hour", "metric_points": "time", "metric_peaks_5m": "bucket",

@@ -291,7 +291,7 @@ func TestSpansMergeTuning(t *testing.T) {
 		}
 		return r.Row(0).String("q")
 	}
-	want := []string{"merge_selector_base = 10", "min_bytes_for_wide_part = 67108864"}
+	want := []string{"merge_selector_base = 25", "min_bytes_for_wide_part = 67108864"}
 	for _, w := range want {
 		if q := setting(); !strings.Contains(q, w) {
 			t.Fatalf("spans lacks %s:\n%s", w, q)
