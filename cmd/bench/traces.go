@@ -160,28 +160,21 @@ func encodeTemplate(rng *rand.Rand, app *appService, samples []sample) (*traceTe
 // ExportTraceServiceRequest: resource_spans (1) → scope_spans (2) → spans (2).
 func spanTimeOffsets(body []byte) ([]int, error) {
 	var out []int
-	err := eachWireField(body, 0, func(num protowire.Number, typ protowire.Type, rsOff int, rs []byte) error {
-		if num != 1 || typ != protowire.BytesType {
-			return nil
-		}
-		return eachWireField(rs, rsOff, func(num protowire.Number, typ protowire.Type, ssOff int, ss []byte) error {
-			if num != 2 || typ != protowire.BytesType {
-				return nil
+	// walk descends through the length-delimited fields path names, then
+	// collects the timestamps of the messages it ends in (the spans).
+	var walk func(msg []byte, base int, path []protowire.Number) error
+	walk = func(msg []byte, base int, path []protowire.Number) error {
+		return eachWireField(msg, base, func(num protowire.Number, typ protowire.Type, off int, value []byte) error {
+			switch {
+			case len(path) > 0 && num == path[0] && typ == protowire.BytesType:
+				return walk(value, off, path[1:])
+			case len(path) == 0 && (num == 7 || num == 8) && typ == protowire.Fixed64Type:
+				out = append(out, off)
 			}
-			return eachWireField(ss, ssOff, func(num protowire.Number, typ protowire.Type, spanOff int, span []byte) error {
-				if num != 2 || typ != protowire.BytesType {
-					return nil
-				}
-				return eachWireField(span, spanOff, func(num protowire.Number, typ protowire.Type, off int, _ []byte) error {
-					if (num == 7 || num == 8) && typ == protowire.Fixed64Type {
-						out = append(out, off)
-					}
-					return nil
-				})
-			})
+			return nil
 		})
-	})
-	return out, err
+	}
+	return out, walk(body, 0, []protowire.Number{1, 2, 2})
 }
 
 // eachWireField calls fn with every field of the encoded message msg: its
