@@ -100,9 +100,10 @@ type Pipeline struct {
 	// read-only, …), nil once an append succeeds again: Health reads it.
 	walFailure atomic.Pointer[error]
 	kick       chan struct{}
-	// native: the store takes spans as pre-encoded Native blocks, so spans
-	// are encoded on receipt and only those bytes wait for the insert.
-	native bool
+	// stager: the store takes spans as pre-encoded Native blocks, so spans
+	// are encoded on receipt and only those bytes wait for the insert, in
+	// a file per segment. Nil for a ClickHouse server.
+	stager spanStager
 
 	instMu    sync.Mutex
 	instances map[instanceKey]bool
@@ -116,10 +117,16 @@ type pendingSegment struct {
 	// rows: metric points and events, and spans when the store does not
 	// take Native blocks (or the segment is replayed from the log).
 	rows Rows
-	// spans as Native blocks (clickhouse.EncodeSpans), one per export:
-	// ~1.5 KiB per span without pointers, instead of several KiB of maps.
-	spanBlocks []spanBlock
-	spanRows   int
+	// stage holds the spans as Native blocks (clickhouse.EncodeSpans), one
+	// per export, in a file the insert reads: ~1.5 KiB per span in the page
+	// cache, instead of several KiB of maps in the heap. spanRows counts
+	// them.
+	stage    *clickhouse.SpanStage
+	spanRows int
+	// fromLog: staging failed (disk full…), so the segment is written from
+	// the write-ahead log, which has every acknowledged export, as after a
+	// restart.
+	fromLog bool
 	// sightings are the inference instances the segment's rows show, at
 	// the earliest time each was seen (for instance_started inference).
 	sightings map[instanceKey]time.Time
@@ -127,15 +134,14 @@ type pendingSegment struct {
 	resources map[resourceKey]telemetry.Resource
 }
 
-type spanBlock struct {
-	data []byte
-	rows int
-}
-
 func (s *pendingSegment) count() int { return s.rows.count() + s.spanRows }
 
-// nativeInserter is a store that takes pre-encoded Native blocks.
-type nativeInserter interface{ TakesNative() bool }
+// spanStager is a store that takes spans as Native blocks staged in a file
+// (the embedded engine).
+type spanStager interface {
+	TakesNative() bool
+	NewSpanStage() (*clickhouse.SpanStage, error)
+}
 
 type instanceKey struct {
 	project           uint32
@@ -155,9 +161,9 @@ func NewPipeline(walDir string, store Inserter, cfg PipelineConfig, log *slog.Lo
 		// of 100k (13–17k rows); 2 s and 60k rows were in between.
 		cfg.FlushInterval = 3 * time.Second
 	}
-	native := false
-	if n, ok := store.(nativeInserter); ok && n.TakesNative() {
-		native = true
+	var stager spanStager
+	if st, ok := store.(spanStager); ok && st.TakesNative() {
+		stager = st
 	}
 	if cfg.MaxPendingRows <= 0 {
 		// Seconds of the engine's insert rate, then exporters back off.
@@ -172,7 +178,7 @@ func NewPipeline(walDir string, store Inserter, cfg PipelineConfig, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	return &Pipeline{cfg: cfg, wal: wal, store: store, log: log, Metrics: metrics, native: native,
+	return &Pipeline{cfg: cfg, wal: wal, store: store, log: log, Metrics: metrics, stager: stager,
 		pending: map[uint64]*pendingSegment{}, kick: make(chan struct{}, 1), instances: map[instanceKey]bool{}}, nil
 }
 
@@ -224,20 +230,20 @@ func (p *Pipeline) Submit(ctx context.Context, rec Record, rows Rows) error {
 	// result until the insert.
 	sightings := noteInstances(nil, rows.Spans, rows.Points)
 	resources := noteResources(nil, rows.Spans)
-	var blk spanBlock
-	if p.native && len(rows.Spans) > 0 {
-		var data []byte
+	var block []byte
+	blockRows := 0
+	if p.stager != nil && len(rows.Spans) > 0 {
 		var err error
 		if a := rows.spanAttrs; a != nil {
-			data, err = clickhouse.EncodeSpansAttrs(rows.Spans, &clickhouse.SpanAttrs{Ends: a.Ends, Names: a.Names, Keys: a.Keys, Bounds: a.Bounds, Values: a.Values})
+			block, err = clickhouse.EncodeSpansAttrs(rows.Spans, &clickhouse.SpanAttrs{Ends: a.Ends, Names: a.Names, Keys: a.Keys, Bounds: a.Bounds, Values: a.Values})
 			a.Release() // encoded: nothing refers to it any more
 		} else {
-			data, err = clickhouse.EncodeSpans(rows.Spans)
+			block, err = clickhouse.EncodeSpans(rows.Spans)
 		}
 		if err != nil {
 			return err
 		}
-		blk = spanBlock{data: data, rows: len(rows.Spans)}
+		blockRows = len(rows.Spans)
 		rows.Spans, rows.spanAttrs = nil, nil
 	}
 	rows.materializeAttrs()
@@ -264,13 +270,27 @@ func (p *Pipeline) Submit(ctx context.Context, rec Record, rows Rows) error {
 		p.pending[seq] = seg
 	}
 	seg.rows.add(rows)
-	if blk.rows > 0 {
-		seg.spanBlocks = append(seg.spanBlocks, blk)
-		seg.spanRows += blk.rows
-	}
+	seg.spanRows += blockRows
 	seg.sightings = mergeSightings(seg.sightings, sightings)
 	seg.resources = mergeResources(seg.resources, resources)
+	if blockRows > 0 && seg.stage == nil && !seg.fromLog {
+		st, err := p.stager.NewSpanStage()
+		if err != nil {
+			p.stagingFailed(seg, err)
+		}
+		seg.stage = st
+	}
+	stage := seg.stage
 	p.mu.Unlock()
+	// The write happens outside mu (exports stage in parallel) but inside
+	// rot, so the segment is not sealed with a block on its way.
+	if blockRows > 0 && stage != nil {
+		if err := stage.Append(block, blockRows); err != nil {
+			p.mu.Lock()
+			p.stagingFailed(seg, err)
+			p.mu.Unlock()
+		}
+	}
 	p.rot.RUnlock()
 	p.Metrics.QueueDepth.Set(float64(p.nPend.Load()))
 	if p.nPend.Load() >= int64(p.flushRows()) {
@@ -280,6 +300,15 @@ func (p *Pipeline) Submit(ctx context.Context, rec Record, rows Rows) error {
 		}
 	}
 	return nil
+}
+
+// stagingFailed switches seg to being written from the write-ahead log
+// (p.mu held): the export is acknowledged there already.
+func (p *Pipeline) stagingFailed(seg *pendingSegment, err error) {
+	if !seg.fromLog {
+		p.log.Warn("cannot stage spans for their insert; the segment will be written from the write-ahead log", "err", err)
+	}
+	seg.fromLog = true
 }
 
 // flushRows is how many pending rows trigger a flush before the interval.
@@ -351,25 +380,17 @@ func (p *Pipeline) writeSegment(ctx context.Context, s Segment) error {
 	p.mu.Lock()
 	seg, inMemory := p.pending[s.Seq]
 	p.mu.Unlock()
-	if !inMemory {
-		// Written before a restart: normalize again from the log.
-		recs, err := ReadSegment(s.Path)
-		if err != nil {
-			return fmt.Errorf("read %s: %w", s.Path, err)
-		}
-		seg = &pendingSegment{}
-		for _, rec := range recs {
-			r, err := DecodeRecord(rec, p.cfg.Limits)
-			if err != nil {
-				p.log.Error("dropping unreadable write-ahead log record", "segment", s.Path, "err", err)
-				continue
-			}
-			seg.rows.add(r)
-		}
-		seg.sightings = noteInstances(nil, seg.rows.Spans, seg.rows.Points)
-		seg.resources = noteResources(nil, seg.rows.Spans)
-		if n := seg.count(); n > 0 {
-			p.log.Info("replaying write-ahead log segment", "segment", s.Path, "rows", n)
+	pendingRows := 0 // what nPend counts for the segment
+	var stage *clickhouse.SpanStage
+	if inMemory {
+		pendingRows, stage = seg.count(), seg.stage
+	}
+	if !inMemory || seg.fromLog {
+		// Written before a restart, or its spans could not be staged:
+		// normalize again from the log.
+		var err error
+		if seg, err = p.readSegment(s); err != nil {
+			return err
 		}
 	}
 	acked := seg.count()
@@ -388,14 +409,42 @@ func (p *Pipeline) writeSegment(ctx context.Context, s Segment) error {
 	if err := p.wal.Remove(s); err != nil {
 		return fmt.Errorf("remove segment: %w", err)
 	}
+	if stage != nil {
+		if err := stage.Remove(); err != nil {
+			p.log.Warn("cannot remove a written span stage", "err", err)
+		}
+	}
 	if inMemory {
 		p.mu.Lock()
 		delete(p.pending, s.Seq)
 		p.mu.Unlock()
-		p.nPend.Add(-int64(acked))
+		p.nPend.Add(-int64(pendingRows))
 	}
 	p.Metrics.QueueDepth.Set(float64(max(p.nPend.Load(), 0)))
 	return nil
+}
+
+// readSegment normalizes a segment's exports again from the log.
+func (p *Pipeline) readSegment(s Segment) (*pendingSegment, error) {
+	recs, err := ReadSegment(s.Path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", s.Path, err)
+	}
+	seg := &pendingSegment{}
+	for _, rec := range recs {
+		r, err := DecodeRecord(rec, p.cfg.Limits)
+		if err != nil {
+			p.log.Error("dropping unreadable write-ahead log record", "segment", s.Path, "err", err)
+			continue
+		}
+		seg.rows.add(r)
+	}
+	seg.sightings = noteInstances(nil, seg.rows.Spans, seg.rows.Points)
+	seg.resources = noteResources(nil, seg.rows.Spans)
+	if n := seg.count(); n > 0 {
+		p.log.Info("replaying write-ahead log segment", "segment", s.Path, "rows", n)
+	}
+	return seg, nil
 }
 
 // insertChunk bounds one INSERT so a large replay does not build one huge block.
@@ -410,14 +459,8 @@ func (p *Pipeline) insert(ctx context.Context, seg *pendingSegment, started []te
 		}
 		p.written.mark(res)
 	}
-	for i := 0; i < len(seg.spanBlocks); {
-		var blocks [][]byte
-		rows := 0
-		for ; i < len(seg.spanBlocks) && rows < insertChunk; i++ {
-			blocks = append(blocks, seg.spanBlocks[i].data)
-			rows += seg.spanBlocks[i].rows
-		}
-		if err := p.store.Insert(ctx, clickhouse.SpanBlocksBatch(blocks, rows)); err != nil {
+	if seg.stage != nil {
+		if err := p.store.Insert(ctx, seg.stage.Batch()); err != nil {
 			return err
 		}
 	}

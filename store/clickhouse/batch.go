@@ -23,6 +23,10 @@ type Batch struct {
 	// column data; Columns then only name the columns.
 	native     [][]byte
 	nativeRows int
+	// nativeFile is a Native file to insert as it is (SpanStage.Batch):
+	// native is then nil, and nativeErr says why the file cannot be used.
+	nativeFile string
+	nativeErr  error
 	// Foreground: on a cluster, Insert returns once the rows are on their
 	// shards, not queued by the Distributed table (resources must be
 	// readable before the spans that reference them).
@@ -38,7 +42,7 @@ type BatchColumn struct {
 
 // Rows is the number of rows in the batch.
 func (b *Batch) Rows() int {
-	if b.native != nil {
+	if b.native != nil || b.nativeFile != "" {
 		return b.nativeRows
 	}
 	if len(b.Columns) == 0 {
@@ -48,7 +52,10 @@ func (b *Batch) Rows() int {
 }
 
 func (b *Batch) check() error {
-	if b.native != nil {
+	if b.nativeErr != nil {
+		return b.nativeErr
+	}
+	if b.native != nil || b.nativeFile != "" {
 		return nil
 	}
 	n := b.Rows()
