@@ -79,9 +79,10 @@ type PipelineConfig struct {
 // Pipeline is the single batching writer: receivers Submit acknowledged
 // exports (fsynced to the WAL), and Run writes sealed segments to
 // ClickHouse in large batches, then deletes them. Rows normalized by the
-// receiver are kept in memory per segment (spans already encoded as Native
-// blocks when the store takes them) so the common path normalizes once;
-// after a crash, segments are replayed from the log.
+// receiver are kept per segment (spans already encoded as Native blocks in
+// a stage file when the store takes them, the rest in memory) so the
+// common path normalizes once; after a crash, segments are replayed from
+// the log.
 type Pipeline struct {
 	cfg     PipelineConfig
 	wal     *WAL
@@ -167,10 +168,11 @@ func NewPipeline(walDir string, store Inserter, cfg PipelineConfig, log *slog.Lo
 	}
 	if cfg.MaxPendingRows <= 0 {
 		// Seconds of the engine's insert rate, then exporters back off.
-		// Spans wait as Native blocks for the embedded engine (~1.5 KiB
-		// each, no pointers: ~450 MiB at most); as rows with attribute
-		// maps (server mode) they take several KiB each (500k held 4 GiB
-		// in the ingest benchmark). A third of it is one insert (above).
+		// Spans wait as Native blocks in stage files for the embedded
+		// engine (~1.5 KiB each: ~450 MiB of page cache and disk at most);
+		// as rows with attribute maps (server mode) they take several KiB
+		// of heap each (500k held 4 GiB in the ingest benchmark). A third
+		// of it is one insert (above).
 		cfg.MaxPendingRows = 300_000
 	}
 	metrics := NewMetrics()
