@@ -79,7 +79,7 @@ var Settings = []Setting{
 			c.MaxBodyBytes = n
 			return nil
 		}},
-	{"TOKENPATH_MAX_PENDING_ROWS", "max-pending-rows", "300000", "acknowledged rows waiting for ClickHouse before exports are refused with 429 / RESOURCE_EXHAUSTED (bounds ingest memory); a third of it waiting starts an insert",
+	{"TOKENPATH_MAX_PENDING_ROWS", "max-pending-rows", "300000", "acknowledged rows waiting for ClickHouse before exports are refused with 429 / RESOURCE_EXHAUSTED (bounds what waits: stage files in the page cache on the embedded engine, heap with a ClickHouse server); a third of it waiting starts an insert",
 		func(c *Config, v string) error { return atoi(v, 1000, 10_000_000, &c.MaxPendingRows) }},
 	{"TOKENPATH_SCRAPE_TARGETS", "scrape-targets", "", "comma-separated Prometheus /metrics URLs of inference servers to scrape (service=URL pairs allowed)",
 		func(c *Config, v string) error {
