@@ -462,7 +462,11 @@ func (p *Pipeline) insert(ctx context.Context, seg *pendingSegment, started []te
 		p.written.mark(res)
 	}
 	if seg.stage != nil {
-		if err := p.store.Insert(ctx, seg.stage.Batch()); err != nil {
+		b, err := seg.stage.Batch()
+		if err != nil {
+			return err
+		}
+		if err := p.store.Insert(ctx, b); err != nil {
 			return err
 		}
 	}

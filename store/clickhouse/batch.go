@@ -23,10 +23,9 @@ type Batch struct {
 	// column data; Columns then only name the columns.
 	native     [][]byte
 	nativeRows int
-	// nativeFile is a Native file to insert as it is (SpanStage.Batch):
-	// native is then nil, and nativeErr says why the file cannot be used.
+	// nativeFile is a Native file to insert as it is (SpanStage.Batch);
+	// native is then nil.
 	nativeFile string
-	nativeErr  error
 	// Foreground: on a cluster, Insert returns once the rows are on their
 	// shards, not queued by the Distributed table (resources must be
 	// readable before the spans that reference them).
@@ -42,7 +41,7 @@ type BatchColumn struct {
 
 // Rows is the number of rows in the batch.
 func (b *Batch) Rows() int {
-	if b.native != nil || b.nativeFile != "" {
+	if b.preEncoded() {
 		return b.nativeRows
 	}
 	if len(b.Columns) == 0 {
@@ -51,11 +50,12 @@ func (b *Batch) Rows() int {
 	return reflect.ValueOf(b.Columns[0].Data).Len()
 }
 
+// preEncoded reports whether the batch carries Native bytes (blocks or a
+// file) instead of column values.
+func (b *Batch) preEncoded() bool { return b.native != nil || b.nativeFile != "" }
+
 func (b *Batch) check() error {
-	if b.nativeErr != nil {
-		return b.nativeErr
-	}
-	if b.native != nil || b.nativeFile != "" {
+	if b.preEncoded() {
 		return nil
 	}
 	n := b.Rows()

@@ -182,7 +182,7 @@ func (s *server) query(ctx context.Context, sql string) (*Result, error) {
 }
 
 func (s *server) insert(ctx context.Context, b *Batch) error {
-	if b.native != nil || b.nativeFile != "" {
+	if b.preEncoded() {
 		return errors.New("pre-encoded Native blocks need the embedded engine (Store.TakesNative)")
 	}
 	cols := make([]string, len(b.Columns))

@@ -71,16 +71,17 @@ func (st *SpanStage) Rows() int {
 }
 
 // Batch inserts the stage's spans (Store.Insert); the file stays until
-// Remove, so a failed insert can be retried.
-func (st *SpanStage) Batch() *Batch {
+// Remove, so a failed insert can be retried. A stage whose write failed
+// has none to give.
+func (st *SpanStage) Batch() (*Batch, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if st.err != nil {
+		return nil, st.err
+	}
 	b := SpanBlocksBatch(nil, st.rows)
 	b.nativeFile = st.path
-	if st.err != nil {
-		b.nativeErr = st.err
-	}
-	return b
+	return b, nil
 }
 
 // Remove closes and deletes the file.

@@ -20,40 +20,38 @@ func TestSpanStage(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openTemp(t, dir)
-	spans := sampleSpans()
-	staged := make([]telemetry.Span, len(spans))
-	copy(staged, spans)
-	for i := range staged {
-		staged[i].TraceID = strings.Repeat("ef", 16)
-	}
-	st, err := s.NewSpanStage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	for i := range staged {
-		blk, err := EncodeSpans(staged[i : i+1])
+	trace := strings.Repeat("ef", 16)
+	var st *SpanStage
+	got, want, n := storedAsSpansBatch(t, s, trace, func(staged []telemetry.Span) {
+		var err error
+		if st, err = s.NewSpanStage(); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for i := range staged {
+			blk, err := EncodeSpans(staged[i : i+1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Go(func() {
+				if err := st.Append(blk, 1); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if st.Rows() != len(staged) {
+			t.Fatalf("stage rows = %d, want %d", st.Rows(), len(staged))
+		}
+		b, err := st.Batch()
 		if err != nil {
 			t.Fatal(err)
 		}
-		wg.Go(func() {
-			if err := st.Append(blk, 1); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	if st.Rows() != len(staged) {
-		t.Fatalf("stage rows = %d, want %d", st.Rows(), len(staged))
-	}
-	if err := s.Insert(ctx, st.Batch()); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Insert(ctx, SpansBatch(spans)); err != nil {
-		t.Fatal(err)
-	}
-	want, got := traceSpansWithoutID(t, s, spans[0].TraceID), traceSpansWithoutID(t, s, staged[0].TraceID)
-	if len(want) != len(spans) || !reflect.DeepEqual(got, want) {
+		if err := s.Insert(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if len(want) != n || !reflect.DeepEqual(got, want) {
 		t.Errorf("spans inserted from a stage:\n got %+v\nwant %+v", got, want)
 	}
 	stages := func() []string {
@@ -71,6 +69,23 @@ func TestSpanStage(t *testing.T) {
 	}
 	if len(stages()) != 0 {
 		t.Fatalf("stage files after Remove: %v", stages())
+	}
+
+	// A failed write leaves a torn block: the stage gives no batch after it.
+	broken, err := s.NewSpanStage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken.f.Close()
+	if err := broken.Append([]byte{0}, 1); err == nil {
+		t.Error("append to a closed file succeeded")
+	}
+	if _, err := broken.Batch(); err == nil {
+		t.Error("a stage whose write failed gave a batch")
+	}
+	_ = broken.Remove() // the file is closed already
+	if len(stages()) != 0 {
+		t.Fatalf("stage files after removing the broken one: %v", stages())
 	}
 
 	// A crash leaves a stage behind; the next open removes it and nothing else.
@@ -94,7 +109,7 @@ func TestSpanStage(t *testing.T) {
 	if _, err := os.Stat(other); err != nil {
 		t.Errorf("a file that is not a stage was removed: %v", err)
 	}
-	if got := traceSpansWithoutID(t, s, staged[0].TraceID); !reflect.DeepEqual(got, want) {
+	if got := traceSpansWithoutID(t, s, trace); !reflect.DeepEqual(got, want) {
 		t.Errorf("after restart: %+v", got)
 	}
 }

@@ -107,30 +107,40 @@ func TestSpanBlocksMatchSpansBatch(t *testing.T) {
 	if !s.TakesNative() {
 		t.Fatal("the embedded engine must take Native blocks")
 	}
-	spans := sampleSpans()
-	viaBlocks := make([]telemetry.Span, len(spans))
-	copy(viaBlocks, spans)
-	for i := range viaBlocks {
-		viaBlocks[i].TraceID = strings.Repeat("cd", 16)
-	}
-	var blocks [][]byte
-	for i := range viaBlocks {
-		b, err := EncodeSpans(viaBlocks[i : i+1])
-		if err != nil {
+	got, want, n := storedAsSpansBatch(t, s, strings.Repeat("cd", 16), func(viaBlocks []telemetry.Span) {
+		var blocks [][]byte
+		for i := range viaBlocks {
+			b, err := EncodeSpans(viaBlocks[i : i+1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			blocks = append(blocks, b)
+		}
+		if err := s.Insert(ctx, SpanBlocksBatch(blocks, len(viaBlocks))); err != nil {
 			t.Fatal(err)
 		}
-		blocks = append(blocks, b)
-	}
-	if err := s.Insert(ctx, SpanBlocksBatch(blocks, len(viaBlocks))); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Insert(ctx, SpansBatch(spans)); err != nil {
-		t.Fatal(err)
-	}
-	want, got := traceSpansWithoutID(t, s, spans[0].TraceID), traceSpansWithoutID(t, s, viaBlocks[0].TraceID)
-	if len(want) != len(spans) || !reflect.DeepEqual(got, want) {
+	})
+	if len(want) != n || !reflect.DeepEqual(got, want) {
 		t.Errorf("spans inserted as Native blocks:\n got %+v\nwant %+v", got, want)
 	}
+}
+
+// storedAsSpansBatch stores sampleSpans twice: under trace through insert,
+// the way under test, and under their own trace id through SpansBatch. It
+// returns both as read back (trace ids cleared) and how many were stored.
+func storedAsSpansBatch(t *testing.T, s *Store, trace string, insert func([]telemetry.Span)) (got, want []telemetry.Span, n int) {
+	t.Helper()
+	spans := sampleSpans()
+	other := make([]telemetry.Span, len(spans))
+	copy(other, spans)
+	for i := range other {
+		other[i].TraceID = trace
+	}
+	insert(other)
+	if err := s.Insert(context.Background(), SpansBatch(spans)); err != nil {
+		t.Fatal(err)
+	}
+	return traceSpansWithoutID(t, s, trace), traceSpansWithoutID(t, s, spans[0].TraceID), len(spans)
 }
 
 func TestEmbeddedOneOwner(t *testing.T) {
