@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 
 	"github.com/tokenpath/tokenpath/app/apptest"
@@ -57,6 +58,28 @@ func unmount(t *testing.T, dir string) {
 			t.Errorf("unmount %s: %v; %v", dir, err, lerr)
 		}
 	}
+}
+
+// readOnlyBind attaches a read-only bind mount of dir on top of dir in one
+// step. Binding first and remounting read-only after, as mount(8) does,
+// races the server: a file it opens for writing through the new mount in
+// between (a write-ahead log segment, a stage file; under load there is
+// always one) makes the remount fail with "mount point is busy" for as long
+// as the file stays open. The mount is made read-only before it is attached,
+// so nothing can open it for writing.
+func readOnlyBind(dir string) error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("open_tree %s: %w", dir, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return fmt.Errorf("mount_setattr ro on a clone of %s: %w", dir, err)
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, dir, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move_mount a read-only clone onto %s: %w", dir, err)
+	}
+	return nil
 }
 
 // freeBytes is the space left for unprivileged writers on dir's file
@@ -256,26 +279,13 @@ func TestDiskFullAndReadOnlyDataDir(t *testing.T) {
 	}
 	recovered("space freed", "after disk full")
 
-	// 3. The data dir turns read-only (a bind mount of it, remounted ro:
-	// the tmpfs itself cannot go ro while the server has files open).
-	if err := mountCmd("mount", "--bind", dataDir, dataDir); err != nil {
+	// 3. The data dir turns read-only: a read-only bind mount of it is put
+	// on top (the tmpfs itself cannot go ro while the server has files open).
+	if err := readOnlyBind(dataDir); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unmount(t, dataDir) })
 	load.setPhase("read-only")
-	// The remount fails with "mount point is busy" while a file opened
-	// through the bind mount is being written (the engine writes a new part
-	// every flush); those writes are short, so try again until one lands
-	// between them.
-	var roErr error
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if roErr = mountCmd("mount", "-o", "remount,bind,ro", dataDir); roErr == nil {
-			break
-		}
-	}
-	if roErr != nil {
-		t.Fatal(roErr)
-	}
 	took = waitForOutcome("read-only", "503 Retry-After", 30*time.Second)
 	t.Logf("read-only: first 503 after %v: %s", took.Round(time.Millisecond), tail(load.exampleBody("read-only", "503 Retry-After"), 300))
 	time.Sleep(hold)
