@@ -217,6 +217,10 @@ func TestScraper(t *testing.T) {
 				t.Errorf("self metrics lack %q", line)
 			}
 		}
+		// The scraped points are in metric_points: its parts are counted.
+		if !strings.Contains(string(page), `tokenpath_clickhouse_active_parts{table="metric_points"}`) {
+			t.Errorf("self metrics lack the active parts of metric_points")
+		}
 	})
 
 	t.Run("table target is picked up and its row updated", func(t *testing.T) {

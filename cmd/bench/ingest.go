@@ -79,6 +79,10 @@ type phaseStats struct {
 	AssemblerCatchUp time.Duration
 	// AssembledCPUPerSpan is ServerCPUPerSpan until the assembler caught up.
 	AssembledCPUPerSpan time.Duration
+	// Active parts of spans: at most (sampled each second over the phase,
+	// its drain and the assembler's catching up) and at the end: how far
+	// merges, which run at a lower priority, fell behind the inserts.
+	SpansPartsMax, SpansPartsEnd float64
 }
 
 func (p *phaseStats) percentile(q float64) time.Duration {
@@ -446,6 +450,7 @@ type sampler struct {
 	done             chan struct{}
 	peakRSS          int64
 	maxLag           time.Duration // assembler watermark behind the clock, at most
+	maxParts         float64       // active parts of spans, at most
 	webAddr          string
 	pid              int
 	countersAckedPtr *atomic.Int64
@@ -459,6 +464,7 @@ func startSampler(ctx context.Context, web string, pid int, acked *atomic.Int64,
 			s.maxLag = max(s.maxLag, time.Since(w))
 		}
 		m, _ := scrapeMetrics(ctx, web)
+		s.maxParts = max(s.maxParts, m.SpansParts)
 		s.at = append(s.at, time.Since(t0))
 		s.acked = append(s.acked, acked.Load())
 		s.written = append(s.written, m.WrittenRows)
@@ -542,6 +548,9 @@ func (t *ingestTarget) endPhase(ctx context.Context, st *phaseStats, c *phaseCou
 	}
 	// The peak covers the drain too: the backlog is written then.
 	st.Mem.Peak = max(readMem(t.pid).Peak, s.peakRSS)
+	m, _ = scrapeMetrics(ctx, t.web)
+	st.SpansPartsEnd = m.SpansParts
+	st.SpansPartsMax = max(s.maxParts, m.SpansParts)
 }
 
 // assembled waits until the assembler's watermark passes now (every span

@@ -269,6 +269,7 @@ type serverMetrics struct {
 	Writes      float64 // segments written (write latency histogram count)
 	WriteSecs   float64
 	HeapInuse   float64
+	SpansParts  float64 // active parts of spans (merges behind inserts)
 }
 
 func scrapeMetrics(ctx context.Context, webAddr string) (serverMetrics, error) {
@@ -305,6 +306,8 @@ func scrapeMetrics(ctx context.Context, webAddr string) (serverMetrics, error) {
 			m.WriteSecs = v
 		case "go_memstats_heap_inuse_bytes":
 			m.HeapInuse = v
+		case `tokenpath_clickhouse_active_parts{table="spans"}`:
+			m.SpansParts = v
 		}
 	}
 	return m, sc.Err()

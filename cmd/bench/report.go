@@ -78,9 +78,9 @@ func printIngest(w io.Writer, r *ingestReport) {
 			res.Transport, ms(res.Max.AssemblerMaxLag), ms(res.Max.AssemblerCatchUp), res.Max.AssembledCPUPerSpan, ms(res.Half.AssemblerMaxLag), ms(res.Half.AssemblerCatchUp))
 	}
 	for _, res := range r.Results {
-		fmt.Fprintf(w, "- %s max phase: %s, steady second half %s spans/s acked vs %s written; backlog %s rows at the end, drained in %s; client used %.2f cores. Half load: %d exports, %d failed.\n",
+		fmt.Fprintf(w, "- %s max phase: %s, steady second half %s spans/s acked vs %s written; backlog %s rows at the end, drained in %s; client used %.2f cores; spans had at most %.0f active parts, %.0f once assembled. Half load: %d exports, %d failed.\n",
 			res.Transport, res.Max.Wall.Round(time.Second), count(res.Max.SteadyAcked), count(res.Max.SteadyWrite), count(res.Max.Backlog),
-			res.Max.Drain.Round(100*time.Millisecond), res.Max.ClientCores, res.Half.Exports, res.Half.Failed)
+			res.Max.Drain.Round(100*time.Millisecond), res.Max.ClientCores, res.Max.SpansPartsMax, res.Max.SpansPartsEnd, res.Half.Exports, res.Half.Failed)
 		if res.Max.FirstError != "" || res.Half.FirstError != "" {
 			fmt.Fprintf(w, "  first error: %s %s\n", res.Max.FirstError, res.Half.FirstError)
 		}

@@ -1,0 +1,69 @@
+package clickhouse
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The parts gauge counts each table's active parts as system.parts does,
+// and follows inserts (one part each while merges are stopped).
+func TestPartsCollector(t *testing.T) {
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewPartsCollector(s, quietLog))
+	gauge := func() map[string]float64 {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, f := range families {
+			if f.GetName() != "tokenpath_clickhouse_active_parts" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "table" {
+						out[l.GetValue()] = m.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+		return out
+	}
+	if err := s.Exec(ctx, "SYSTEM STOP MERGES spans"); err != nil {
+		t.Fatal(err)
+	}
+	before := gauge()["spans"]
+	for i := range 3 {
+		spans := sampleSpans()
+		for j := range spans {
+			spans[j].TraceID = strings.Repeat(string(rune('c'+i)), 32)
+		}
+		if err := s.Insert(ctx, SpansBatch(spans)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := gauge()
+	if got["spans"] != before+3 {
+		t.Errorf("spans parts %v after 3 inserts with merges stopped, want %v", got["spans"], before+3)
+	}
+	r, err := s.Query(ctx, "SELECT table, count() AS n FROM system.parts WHERE database = currentDatabase() AND active GROUP BY table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range r.Len() {
+		w := r.Row(i)
+		if g := got[w.String("table")]; g != float64(w.Int("n")) {
+			t.Errorf("%s: gauge %v, system.parts %d", w.String("table"), g, w.Int("n"))
+		}
+	}
+	if len(got) != r.Len() {
+		t.Errorf("gauge has %d tables, system.parts %d: %v", len(got), r.Len(), got)
+	}
+}
