@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/tokenpath/tokenpath/store/clickhouse"
-	"github.com/tokenpath/tokenpath/store/clickhouse/enginetest"
 	"github.com/tokenpath/tokenpath/store/postgres"
 	"github.com/tokenpath/tokenpath/store/postgres/pgtest"
 	"github.com/tokenpath/tokenpath/telemetry"
@@ -336,15 +335,19 @@ func TestAssemblerPassSaysMore(t *testing.T) {
 // ignored and the read still runs.
 func TestAssemblerReadsRunNiced(t *testing.T) {
 	a := openAssembler(t)
-	// niced counts the engine threads at nice 10 other than the merge
-	// pool's, which runs merges at clickhouse.MergeNice on its own.
 	niced := func() (n int) {
-		threads, err := enginetest.Threads()
+		tasks, err := os.ReadDir("/proc/self/task")
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, th := range threads {
-			if th.Nice == 10 && !strings.HasPrefix(th.Comm, "MergeMutate") {
+		for _, tk := range tasks {
+			b, err := os.ReadFile("/proc/self/task/" + tk.Name() + "/stat")
+			if err != nil {
+				continue // the thread ended
+			}
+			// Fields after "(comm) ": state is the first, nice the 17th.
+			f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+			if len(f) > 16 && f[16] == "10" {
 				n++
 			}
 		}

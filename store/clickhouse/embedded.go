@@ -42,24 +42,6 @@ type pooledConn struct {
 // core to run a statement, a few more would only queue inside the engine.
 func embeddedConns() int { return min(max(runtime.NumCPU(), 2), 4) }
 
-// MergeNice is the nice value the embedded engine's background merges run
-// at (os_threads_nice_value_merge_mutate, set per merge task). Merges are
-// the largest cost of ingest once they run (~11 µs of CPU per span merged,
-// as much as the insert), and nothing waits for them: at nice 0 they took
-// the cores from the receivers and inserts, which exporters wait for. At
-// nice 10 they take what those leave and catch up after a burst. In the
-// ingest bench (60 s at full rate, gRPC, three runs each, interleaved)
-// sustained spans/s went from 60k/65k/71k to 70k/83k/78k, p99 at half load
-// stayed under 100 ms. Parts wait longer for their merge meanwhile; inserts
-// slow down by themselves if too many pile up (parts_to_delay_insert).
-const MergeNice = 10
-
-// engineArgs are the embedded engine's command-line settings: the data
-// path, and server settings chDB takes as options.
-func engineArgs(dir string) []string {
-	return []string{"--path=" + dir, "--os_threads_nice_value_merge_mutate=" + strconv.Itoa(MergeNice)}
-}
-
 // The engine serves one data path per process: a second store (the pool
 // is per store) is refused here.
 var (
@@ -91,7 +73,7 @@ func openEmbedded(cfg Config) (*embedded, error) {
 	n := embeddedConns()
 	e := &embedded{conns: make(chan *pooledConn, n), dir: dir, lock: lock, maxExec: int(cfg.MaxExecutionTime.Seconds())}
 	for range n {
-		conn, err := openChdb(engineArgs(dir))
+		conn, err := openChdb([]string{"--path=" + dir})
 		if err != nil {
 			e.closeConns()
 			return nil, fmt.Errorf("start embedded clickhouse in %s: %w", dir, err)

@@ -3,13 +3,10 @@ package clickhouse
 import (
 	"context"
 	"fmt"
-	"os"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/tokenpath/tokenpath/store/clickhouse/enginetest"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
@@ -153,79 +150,5 @@ func TestPingWhileBusy(t *testing.T) {
 	}
 	if err == nil {
 		t.Fatal("ping of a wedged engine succeeded")
-	}
-}
-
-// Background merges run at MergeNice, and only while they merge: the
-// merge pool's threads go back to nice 0 between merges (the engine resets
-// a task's nice; lowering it needs CAP_SYS_NICE, so that half is checked
-// as root only).
-func TestMergesRunNiced(t *testing.T) {
-	s := openTemp(t, t.TempDir())
-	defer s.Close()
-	ctx := context.Background()
-	// Six parts of 300k rows with random strings: a background merge of a
-	// second or so (ClickHouse's default merge selector takes six parts of
-	// one size; spans' own settings wait for more), long enough to be seen
-	// from /proc.
-	for _, sql := range []string{
-		"CREATE TABLE nice_probe (k UInt64, v String) ENGINE = MergeTree ORDER BY k",
-		"SYSTEM STOP MERGES nice_probe",
-	} {
-		if err := s.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for p := 0; p < 6; p++ {
-		if err := s.Exec(ctx, fmt.Sprintf("INSERT INTO nice_probe SELECT number * 6 + %d, randomPrintableASCII(40) FROM numbers(300000)", p)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	activeParts := func() int64 {
-		r, err := s.Query(ctx, "SELECT count() AS n FROM system.parts WHERE database = currentDatabase() AND table = 'nice_probe' AND active")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.Row(0).Int("n")
-	}
-	mergeNices := func() map[int]int {
-		threads, err := enginetest.Threads()
-		if err != nil {
-			t.Fatal(err)
-		}
-		nices := map[int]int{}
-		for _, th := range threads {
-			if strings.HasPrefix(th.Comm, "MergeMutate") {
-				nices[th.Nice]++
-			}
-		}
-		return nices
-	}
-	if err := s.Exec(ctx, "SYSTEM START MERGES nice_probe"); err != nil {
-		t.Fatal(err)
-	}
-	seen := map[int]int{}
-	lastCheck := time.Now()
-	for deadline := time.Now().Add(2 * time.Minute); activeParts() > 1; {
-		if time.Now().After(deadline) {
-			t.Fatalf("nice_probe still has %d parts two minutes after merges started", activeParts())
-		}
-		// Poll /proc often, the parts count now and then.
-		for time.Since(lastCheck) < 50*time.Millisecond {
-			for n, c := range mergeNices() {
-				seen[n] += c
-			}
-			time.Sleep(time.Millisecond)
-		}
-		lastCheck = time.Now()
-	}
-	if seen[MergeNice] == 0 {
-		t.Errorf("no merge thread seen at nice %d while nice_probe merged (nice values seen: %v)", MergeNice, seen)
-	}
-	if os.Geteuid() == 0 {
-		time.Sleep(100 * time.Millisecond) // the last merge's task ends after its part appears
-		if after := mergeNices(); after[MergeNice] != 0 {
-			t.Errorf("merge threads still at nice %d after merging: %v", MergeNice, after)
-		}
 	}
 }
