@@ -10,7 +10,7 @@ import (
 
 // partsCollector serves tokenpath_clickhouse_active_parts: how many parts
 // each table holds, read from system.parts at scrape time. Merges run
-// behind inserts (at MergeNice on the embedded engine), and parts piling up
+// behind inserts, and parts piling up
 // is ClickHouse's classic failure ("too many parts"): this is the gauge to
 // watch and alert on.
 type partsCollector struct {
