@@ -139,7 +139,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	}
 	public := a.publicURL()
 
-	pipe.Metrics.Registry.MustRegister(clickhouse.NewPartsCollector(a.CH, log))
+	pipe.Metrics.Registry.MustRegister(clickhouse.NewEngineCollector(a.CH, log))
 	settings := &analysis.StoredSettings{PG: a.PG, Log: log}
 	deps := web.Deps{
 		Log:       log,

@@ -83,6 +83,11 @@ type phaseStats struct {
 	// its drain and the assembler's catching up) and at the end: how far
 	// merges, which run at a lower priority, fell behind the inserts.
 	SpansPartsMax, SpansPartsEnd float64
+	// What the server's memory held at the highest RSS sampled: the Go
+	// heap in use and the engine's tracked memory (the rest is the
+	// engine's allocator caches, code, stacks and the Go runtime's spare).
+	SampledPeakRSS                int64
+	PeakHeapInuse, PeakEngineHeld float64
 }
 
 func (p *phaseStats) percentile(q float64) time.Duration {
@@ -451,6 +456,7 @@ type sampler struct {
 	peakRSS          int64
 	maxLag           time.Duration // assembler watermark behind the clock, at most
 	maxParts         float64       // active parts of spans, at most
+	peakMetrics      serverMetrics // /metrics when RSS was at peakRSS
 	webAddr          string
 	pid              int
 	countersAckedPtr *atomic.Int64
@@ -468,7 +474,9 @@ func startSampler(ctx context.Context, web string, pid int, acked *atomic.Int64,
 		s.at = append(s.at, time.Since(t0))
 		s.acked = append(s.acked, acked.Load())
 		s.written = append(s.written, m.WrittenRows)
-		s.peakRSS = max(s.peakRSS, readMem(pid).RSS)
+		if rss := readMem(pid).RSS; rss > s.peakRSS {
+			s.peakRSS, s.peakMetrics = rss, m
+		}
 	}
 	record()
 	go func() {
@@ -551,6 +559,7 @@ func (t *ingestTarget) endPhase(ctx context.Context, st *phaseStats, c *phaseCou
 	m, _ = scrapeMetrics(ctx, t.web)
 	st.SpansPartsEnd = m.SpansParts
 	st.SpansPartsMax = max(s.maxParts, m.SpansParts)
+	st.SampledPeakRSS, st.PeakHeapInuse, st.PeakEngineHeld = s.peakRSS, s.peakMetrics.HeapInuse, s.peakMetrics.Engine
 }
 
 // assembled waits until the assembler's watermark passes now (every span

@@ -270,6 +270,7 @@ type serverMetrics struct {
 	WriteSecs   float64
 	HeapInuse   float64
 	SpansParts  float64 // active parts of spans (merges behind inserts)
+	Engine      float64 // the engine's tracked memory, bytes
 }
 
 func scrapeMetrics(ctx context.Context, webAddr string) (serverMetrics, error) {
@@ -308,6 +309,8 @@ func scrapeMetrics(ctx context.Context, webAddr string) (serverMetrics, error) {
 			m.HeapInuse = v
 		case `tokenpath_clickhouse_active_parts{table="spans"}`:
 			m.SpansParts = v
+		case "tokenpath_clickhouse_memory_tracked_bytes":
+			m.Engine = v
 		}
 	}
 	return m, sc.Err()

@@ -2,6 +2,8 @@ package clickhouse
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -9,13 +11,15 @@ import (
 )
 
 // The parts gauge counts each table's active parts as system.parts does,
-// and follows inserts (one part each while merges are stopped).
-func TestPartsCollector(t *testing.T) {
+// and follows inserts (one part each while merges are stopped); the
+// memory gauge is the engine's tracked memory, within the process's RSS.
+func TestEngineCollector(t *testing.T) {
 	s := openTemp(t, t.TempDir())
 	defer s.Close()
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewPartsCollector(s, quietLog))
+	reg.MustRegister(NewEngineCollector(s, quietLog))
+	var tracked float64
 	gauge := func() map[string]float64 {
 		families, err := reg.Gather()
 		if err != nil {
@@ -23,6 +27,9 @@ func TestPartsCollector(t *testing.T) {
 		}
 		out := map[string]float64{}
 		for _, f := range families {
+			if f.GetName() == "tokenpath_clickhouse_memory_tracked_bytes" {
+				tracked = f.GetMetric()[0].GetGauge().GetValue()
+			}
 			if f.GetName() != "tokenpath_clickhouse_active_parts" {
 				continue
 			}
@@ -66,4 +73,22 @@ func TestPartsCollector(t *testing.T) {
 	if len(got) != r.Len() {
 		t.Errorf("gauge has %d tables, system.parts %d: %v", len(got), r.Len(), got)
 	}
+	// The engine holds at least its caches and this test's parts' marks;
+	// all of it is in this process's memory.
+	if rss := processRSS(t); tracked <= 0 || tracked > rss {
+		t.Errorf("tracked engine memory %.0f bytes, want > 0 and within the process's RSS (%.0f)", tracked, rss)
+	}
+}
+
+func processRSS(t *testing.T) float64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	pages, err := strconv.ParseFloat(f[1], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pages * float64(os.Getpagesize())
 }
