@@ -86,7 +86,7 @@ type phaseStats struct {
 	// What the server's memory held at the highest RSS sampled: the Go
 	// heap in use and the engine's tracked memory (the rest is the
 	// engine's allocator caches, code, stacks and the Go runtime's spare).
-	SampledPeakRSS                int64
+	SampledPeakRSS, PeakRSSFile   int64
 	PeakHeapInuse, PeakEngineHeld float64
 }
 
@@ -457,6 +457,7 @@ type sampler struct {
 	maxLag           time.Duration // assembler watermark behind the clock, at most
 	maxParts         float64       // active parts of spans, at most
 	peakMetrics      serverMetrics // /metrics when RSS was at peakRSS
+	peakFile         int64         // RssFile then
 	webAddr          string
 	pid              int
 	countersAckedPtr *atomic.Int64
@@ -474,8 +475,8 @@ func startSampler(ctx context.Context, web string, pid int, acked *atomic.Int64,
 		s.at = append(s.at, time.Since(t0))
 		s.acked = append(s.acked, acked.Load())
 		s.written = append(s.written, m.WrittenRows)
-		if rss := readMem(pid).RSS; rss > s.peakRSS {
-			s.peakRSS, s.peakMetrics = rss, m
+		if mem := readMem(pid); mem.RSS > s.peakRSS {
+			s.peakRSS, s.peakMetrics, s.peakFile = mem.RSS, m, mem.File
 		}
 	}
 	record()
@@ -559,7 +560,8 @@ func (t *ingestTarget) endPhase(ctx context.Context, st *phaseStats, c *phaseCou
 	m, _ = scrapeMetrics(ctx, t.web)
 	st.SpansPartsEnd = m.SpansParts
 	st.SpansPartsMax = max(s.maxParts, m.SpansParts)
-	st.SampledPeakRSS, st.PeakHeapInuse, st.PeakEngineHeld = s.peakRSS, s.peakMetrics.HeapInuse, s.peakMetrics.Engine
+	st.SampledPeakRSS, st.PeakRSSFile = s.peakRSS, s.peakFile
+	st.PeakHeapInuse, st.PeakEngineHeld = s.peakMetrics.HeapInuse, s.peakMetrics.Engine
 }
 
 // assembled waits until the assembler's watermark passes now (every span

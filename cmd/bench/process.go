@@ -209,6 +209,7 @@ func tail(path string, n int) string {
 // memStatus is a process's resident memory from /proc/<pid>/status.
 type memStatus struct {
 	RSS, Peak int64 // VmRSS and VmHWM, bytes
+	File      int64 // RssFile: mapped files, mostly libchdb's code
 }
 
 func readMem(pid int) memStatus {
@@ -230,6 +231,8 @@ func readMem(pid int) memStatus {
 			m.RSS = kb << 10
 		case "VmHWM":
 			m.Peak = kb << 10
+		case "RssFile":
+			m.File = kb << 10
 		}
 	}
 	return m

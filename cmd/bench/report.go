@@ -81,8 +81,14 @@ func printIngest(w io.Writer, r *ingestReport) {
 		fmt.Fprintf(w, "- %s max phase: %s, steady second half %s spans/s acked vs %s written; backlog %s rows at the end, drained in %s; client used %.2f cores; spans had at most %.0f active parts, %.0f once assembled. Half load: %d exports, %d failed.\n",
 			res.Transport, res.Max.Wall.Round(time.Second), count(res.Max.SteadyAcked), count(res.Max.SteadyWrite), count(res.Max.Backlog),
 			res.Max.Drain.Round(100*time.Millisecond), res.Max.ClientCores, res.Max.SpansPartsMax, res.Max.SpansPartsEnd, res.Half.Exports, res.Half.Failed)
-		fmt.Fprintf(w, "- %s memory at the highest RSS sampled in the max phase (%d MiB): Go heap in use %.0f MiB, engine tracked %.0f MiB.\n",
-			res.Transport, res.Max.SampledPeakRSS>>20, res.Max.PeakHeapInuse/(1<<20), res.Max.PeakEngineHeld/(1<<20))
+		// The engine's gauge is left out of a scrape its engine could not
+		// answer within 2 s (every connection busy).
+		engine := "not read (the engine was too busy to answer /metrics)"
+		if res.Max.PeakEngineHeld > 0 {
+			engine = fmt.Sprintf("%.0f MiB", res.Max.PeakEngineHeld/(1<<20))
+		}
+		fmt.Fprintf(w, "- %s memory at the highest RSS sampled in the max phase (%d MiB): mapped files (libchdb's code) %d MiB, Go heap in use %.0f MiB, engine tracked %s, the rest allocators' spare pages.\n",
+			res.Transport, res.Max.SampledPeakRSS>>20, res.Max.PeakRSSFile>>20, res.Max.PeakHeapInuse/(1<<20), engine)
 		if res.Max.FirstError != "" || res.Half.FirstError != "" {
 			fmt.Fprintf(w, "  first error: %s %s\n", res.Max.FirstError, res.Half.FirstError)
 		}
