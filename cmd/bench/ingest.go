@@ -81,11 +81,11 @@ type phaseStats struct {
 	AssembledCPUPerSpan time.Duration
 	// Active parts of spans: at most (sampled each second over the phase,
 	// its drain and the assembler's catching up) and at the end: how far
-	// merges, which run at a lower priority, fell behind the inserts.
+	// merges fell behind the inserts.
 	SpansPartsMax, SpansPartsEnd float64
 	// What the server's memory held at the highest RSS sampled: the Go
-	// heap in use and the engine's tracked memory (the rest is the
-	// engine's allocator caches, code, stacks and the Go runtime's spare).
+	// heap in use, the engine's tracked memory and mapped files (the rest
+	// is the allocators' spare pages and what the engine does not track).
 	SampledPeakRSS, PeakRSSFile   int64
 	PeakHeapInuse, PeakEngineHeld float64
 }

@@ -87,7 +87,7 @@ func printIngest(w io.Writer, r *ingestReport) {
 		if res.Max.PeakEngineHeld > 0 {
 			engine = fmt.Sprintf("%.0f MiB", res.Max.PeakEngineHeld/(1<<20))
 		}
-		fmt.Fprintf(w, "- %s memory at the highest RSS sampled in the max phase (%d MiB): mapped files (libchdb's code) %d MiB, Go heap in use %.0f MiB, engine tracked %s, the rest allocators' spare pages.\n",
+		fmt.Fprintf(w, "- %s memory at the highest RSS sampled in the max phase (%d MiB): mapped files (libchdb's code) %d MiB, Go heap in use %.0f MiB, engine tracked %s; the rest is the allocators' spare pages and what the engine does not track.\n",
 			res.Transport, res.Max.SampledPeakRSS>>20, res.Max.PeakRSSFile>>20, res.Max.PeakHeapInuse/(1<<20), engine)
 		if res.Max.FirstError != "" || res.Half.FirstError != "" {
 			fmt.Fprintf(w, "  first error: %s %s\n", res.Max.FirstError, res.Half.FirstError)
