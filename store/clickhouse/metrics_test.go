@@ -2,12 +2,11 @@ package clickhouse
 
 import (
 	"context"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // The parts gauge counts each table's active parts as system.parts does,
@@ -18,8 +17,9 @@ func TestEngineCollector(t *testing.T) {
 	defer s.Close()
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewEngineCollector(s, quietLog))
-	var tracked float64
+	// The process collector (as on /metrics) gives this process's RSS.
+	reg.MustRegister(NewEngineCollector(s, quietLog), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var tracked, rss float64
 	gauge := func() map[string]float64 {
 		families, err := reg.Gather()
 		if err != nil {
@@ -27,8 +27,11 @@ func TestEngineCollector(t *testing.T) {
 		}
 		out := map[string]float64{}
 		for _, f := range families {
-			if f.GetName() == "tokenpath_clickhouse_memory_tracked_bytes" {
+			switch f.GetName() {
+			case "tokenpath_clickhouse_memory_tracked_bytes":
 				tracked = f.GetMetric()[0].GetGauge().GetValue()
+			case "process_resident_memory_bytes":
+				rss = f.GetMetric()[0].GetGauge().GetValue()
 			}
 			if f.GetName() != "tokenpath_clickhouse_active_parts" {
 				continue
@@ -75,20 +78,7 @@ func TestEngineCollector(t *testing.T) {
 	}
 	// The engine holds at least its caches and this test's parts' marks;
 	// all of it is in this process's memory.
-	if rss := processRSS(t); tracked <= 0 || tracked > rss {
+	if tracked <= 0 || tracked > rss {
 		t.Errorf("tracked engine memory %.0f bytes, want > 0 and within the process's RSS (%.0f)", tracked, rss)
 	}
-}
-
-func processRSS(t *testing.T) float64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(b))
-	pages, err := strconv.ParseFloat(f[1], 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pages * float64(os.Getpagesize())
 }
