@@ -221,6 +221,9 @@ func TestScraper(t *testing.T) {
 		if !strings.Contains(string(page), `tokenpath_clickhouse_active_parts{table="metric_points"}`) {
 			t.Errorf("self metrics lack the active parts of metric_points")
 		}
+		if !strings.Contains(string(page), `tokenpath_clickhouse_allocator_bytes{state="dirty"}`) {
+			t.Errorf("self metrics lack the engine allocator's dirty pages")
+		}
 	})
 
 	t.Run("table target is picked up and its row updated", func(t *testing.T) {

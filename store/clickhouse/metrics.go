@@ -3,6 +3,9 @@ package clickhouse
 import (
 	"context"
 	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,10 +19,14 @@ import (
 //   - tokenpath_clickhouse_memory_tracked_bytes: what the engine's memory
 //     tracker counts (queries, inserts, merges, caches); with the embedded
 //     engine it shares the process's RSS with the Go heap.
+//   - tokenpath_clickhouse_allocator_bytes{state}: the engine's allocator
+//     (jemalloc): live allocations, resident pages, and the dirty pages it
+//     keeps for reuse. Under load dirty pages are hundreds of MiB of RSS
+//     that neither the tracker nor the Go heap shows.
 type engineCollector struct {
-	store       *Store
-	log         *slog.Logger
-	parts, memo *prometheus.Desc
+	store              *Store
+	log                *slog.Logger
+	parts, memo, alloc *prometheus.Desc
 }
 
 // NewEngineCollector reads s's engine (the server Tokenpath talks to, for
@@ -29,10 +36,12 @@ func NewEngineCollector(s *Store, log *slog.Logger) prometheus.Collector {
 		parts: prometheus.NewDesc("tokenpath_clickhouse_active_parts",
 			"Active data parts per ClickHouse table (merges fold them; inserts slow down when too many pile up).", []string{"table"}, nil),
 		memo: prometheus.NewDesc("tokenpath_clickhouse_memory_tracked_bytes",
-			"Memory ClickHouse's tracker counts (system.metrics MemoryTracking): queries, inserts, merges, caches.", nil, nil)}
+			"Memory ClickHouse's tracker counts (system.metrics MemoryTracking): queries, inserts, merges, caches.", nil, nil),
+		alloc: prometheus.NewDesc("tokenpath_clickhouse_allocator_bytes",
+			"ClickHouse's allocator (jemalloc, system.jemalloc_stats): allocated = live allocations, resident = pages it holds in RAM, dirty = freed pages kept for reuse (part of resident).", []string{"state"}, nil)}
 }
 
-func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.parts; ch <- c.memo }
+func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.parts; ch <- c.memo; ch <- c.alloc }
 
 // Collect leaves out what it cannot read in time rather than failing the
 // whole scrape.
@@ -54,4 +63,51 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.memo, prometheus.GaugeValue, float64(r.Row(0).Int("v")))
+	// A server built without jemalloc (or older than the table) has no
+	// stats: the gauge is left out, quietly.
+	r, err = c.store.Query(ctx, "SELECT stats FROM system.jemalloc_stats")
+	if err != nil || r.Len() != 1 {
+		c.log.Debug("read allocator stats for /metrics", "err", err)
+		return
+	}
+	st, ok := parseJemallocStats(r.Row(0).String("stats"))
+	if !ok {
+		c.log.Debug("allocator stats not in jemalloc's format")
+		return
+	}
+	for state, v := range map[string]uint64{"allocated": st.Allocated, "resident": st.Resident, "dirty": st.Dirty} {
+		ch <- prometheus.MustNewConstMetric(c.alloc, prometheus.GaugeValue, float64(v), state)
+	}
+}
+
+// jemallocStats is what the collector takes from jemalloc's stats report.
+type jemallocStats struct {
+	Allocated, Resident, Dirty uint64 // bytes
+}
+
+var (
+	jemallocTotals   = regexp.MustCompile(`(?m)^Allocated: (\d+), active: \d+, metadata: \d+.*, resident: (\d+), mapped`)
+	jemallocPageSize = regexp.MustCompile(`(?m)^Page size: (\d+)$`)
+	// The first "dirty:" row after the merged arenas' header: its second
+	// field is the pages waiting to be purged (the first is the decay time).
+	jemallocDirty = regexp.MustCompile(`(?m)^\s+dirty:\s+\S+\s+(\d+)\s`)
+)
+
+// parseJemallocStats reads malloc_stats_print's text report (jemalloc 5):
+// the totals line, the page size, and the dirty pages of all arenas merged.
+func parseJemallocStats(text string) (jemallocStats, bool) {
+	var st jemallocStats
+	totals, page := jemallocTotals.FindStringSubmatch(text), jemallocPageSize.FindStringSubmatch(text)
+	i := strings.Index(text, "Merged arenas stats:")
+	if totals == nil || page == nil || i < 0 {
+		return st, false
+	}
+	dirty := jemallocDirty.FindStringSubmatch(text[i:])
+	if dirty == nil {
+		return st, false
+	}
+	num := func(s string) uint64 { v, _ := strconv.ParseUint(s, 10, 64); return v }
+	st.Allocated, st.Resident = num(totals[1]), num(totals[2])
+	st.Dirty = num(dirty[1]) * num(page[1])
+	return st, true
 }

@@ -20,6 +20,7 @@ func TestEngineCollector(t *testing.T) {
 	// The process collector (as on /metrics) gives this process's RSS.
 	reg.MustRegister(NewEngineCollector(s, quietLog), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var tracked, rss float64
+	alloc := map[string]float64{}
 	gauge := func() map[string]float64 {
 		families, err := reg.Gather()
 		if err != nil {
@@ -32,6 +33,10 @@ func TestEngineCollector(t *testing.T) {
 				tracked = f.GetMetric()[0].GetGauge().GetValue()
 			case "process_resident_memory_bytes":
 				rss = f.GetMetric()[0].GetGauge().GetValue()
+			case "tokenpath_clickhouse_allocator_bytes":
+				for _, m := range f.GetMetric() {
+					alloc[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+				}
 			}
 			if f.GetName() != "tokenpath_clickhouse_active_parts" {
 				continue
@@ -80,5 +85,39 @@ func TestEngineCollector(t *testing.T) {
 	// all of it is in this process's memory.
 	if tracked <= 0 || tracked > rss {
 		t.Errorf("tracked engine memory %.0f bytes, want > 0 and within the process's RSS (%.0f)", tracked, rss)
+	}
+	// The allocator's live bytes are within its resident pages, its dirty
+	// pages too, and all of them within the process's RSS.
+	if a, r, d := alloc["allocated"], alloc["resident"], alloc["dirty"]; len(alloc) != 3 || a <= 0 || a > r || d > r || r > rss {
+		t.Errorf("allocator gauges %v, want 0 < allocated ≤ resident, dirty ≤ resident, resident ≤ RSS (%.0f)", alloc, rss)
+	}
+}
+
+// The parser reads the totals, the page size and the merged arenas' dirty
+// pages (not a single arena's, which follow) of jemalloc's report; this is
+// an excerpt of the embedded engine's own.
+func TestParseJemallocStats(t *testing.T) {
+	report := `Arenas: 5
+Quantum size: 16
+Page size: 4096
+Hugepage size: 2097152
+Allocated: 33090824, active: 35000320, metadata: 8011952 (n_thp 0, edata 240256, rtree 6291456), resident: 58253312, mapped: 69746688, retained: 10469376
+Background threads: 0, num_runs: 0, run_interval: 0 ns
+Merged arenas stats:
+assigned threads: 18
+decaying:  time       npages       sweeps     madvises       purged
+   dirty:   N/A         3875            2            8          203
+   muzzy:   N/A            0            0            0            0
+arenas[0]:
+decaying:  time       npages       sweeps     madvises       purged
+   dirty:  5000          645            2            8          203
+`
+	got, ok := parseJemallocStats(report)
+	want := jemallocStats{Allocated: 33090824, Resident: 58253312, Dirty: 3875 * 4096}
+	if !ok || got != want {
+		t.Errorf("parse: %+v, %v; want %+v", got, ok, want)
+	}
+	if _, ok := parseJemallocStats("Allocated: 1, active: 2"); ok {
+		t.Error("a report without the totals' fields parsed")
 	}
 }
