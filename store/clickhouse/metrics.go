@@ -41,7 +41,11 @@ func NewEngineCollector(s *Store, log *slog.Logger) prometheus.Collector {
 			"ClickHouse's allocator (jemalloc, system.jemalloc_stats): allocated = live allocations, resident = pages it holds in RAM, dirty = freed pages kept for reuse (part of resident).", []string{"state"}, nil)}
 }
 
-func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.parts; ch <- c.memo; ch <- c.alloc }
+func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.parts
+	ch <- c.memo
+	ch <- c.alloc
+}
 
 // Collect leaves out what it cannot read in time rather than failing the
 // whole scrape.
