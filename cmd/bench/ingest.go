@@ -84,10 +84,11 @@ type phaseStats struct {
 	// merges fell behind the inserts.
 	SpansPartsMax, SpansPartsEnd float64
 	// What the server's memory held at the highest RSS sampled: the Go
-	// heap in use, the engine's tracked memory and mapped files (the rest
-	// is the allocators' spare pages and what the engine does not track).
-	SampledPeakRSS, PeakRSSFile   int64
-	PeakHeapInuse, PeakEngineHeld float64
+	// heap in use, the engine's tracked memory, its allocator's resident
+	// and dirty pages, and mapped files.
+	SampledPeakRSS, PeakRSSFile       int64
+	PeakHeapInuse, PeakEngineHeld     float64
+	PeakAllocResident, PeakAllocDirty float64
 }
 
 func (p *phaseStats) percentile(q float64) time.Duration {
@@ -562,6 +563,7 @@ func (t *ingestTarget) endPhase(ctx context.Context, st *phaseStats, c *phaseCou
 	st.SpansPartsMax = max(s.maxParts, m.SpansParts)
 	st.SampledPeakRSS, st.PeakRSSFile = s.peakRSS, s.peakFile
 	st.PeakHeapInuse, st.PeakEngineHeld = s.peakMetrics.HeapInuse, s.peakMetrics.Engine
+	st.PeakAllocResident, st.PeakAllocDirty = s.peakMetrics.AllocResident, s.peakMetrics.AllocDirty
 }
 
 // assembled waits until the assembler's watermark passes now (every span

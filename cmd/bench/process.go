@@ -274,6 +274,9 @@ type serverMetrics struct {
 	HeapInuse   float64
 	SpansParts  float64 // active parts of spans (merges behind inserts)
 	Engine      float64 // the engine's tracked memory, bytes
+	// The engine's allocator: resident pages, and of them the dirty ones
+	// (freed, kept for reuse), bytes.
+	AllocResident, AllocDirty float64
 }
 
 func scrapeMetrics(ctx context.Context, webAddr string) (serverMetrics, error) {
@@ -314,6 +317,10 @@ func scrapeMetrics(ctx context.Context, webAddr string) (serverMetrics, error) {
 			m.SpansParts = v
 		case "tokenpath_clickhouse_memory_tracked_bytes":
 			m.Engine = v
+		case `tokenpath_clickhouse_allocator_bytes{state="resident"}`:
+			m.AllocResident = v
+		case `tokenpath_clickhouse_allocator_bytes{state="dirty"}`:
+			m.AllocDirty = v
 		}
 	}
 	return m, sc.Err()

@@ -83,11 +83,15 @@ func printIngest(w io.Writer, r *ingestReport) {
 			res.Max.Drain.Round(100*time.Millisecond), res.Max.ClientCores, res.Max.SpansPartsMax, res.Max.SpansPartsEnd, res.Half.Exports, res.Half.Failed)
 		// The engine's gauge is left out of a scrape its engine could not
 		// answer within 2 s (every connection busy).
-		engine := "not read (the engine was too busy to answer /metrics)"
+		engine := "engine gauges not read (the engine was too busy to answer /metrics)"
 		if res.Max.PeakEngineHeld > 0 {
-			engine = fmt.Sprintf("%.0f MiB", res.Max.PeakEngineHeld/(1<<20))
+			engine = fmt.Sprintf("engine tracked %.0f MiB", res.Max.PeakEngineHeld/(1<<20))
 		}
-		fmt.Fprintf(w, "- %s memory at the highest RSS sampled in the max phase (%d MiB): mapped files (libchdb's code) %d MiB, Go heap in use %.0f MiB, engine tracked %s; the rest is the allocators' spare pages and what the engine does not track.\n",
+		if res.Max.PeakAllocResident > 0 {
+			engine += fmt.Sprintf(", engine allocator resident %.0f MiB of which %.0f MiB dirty (freed, kept for reuse)",
+				res.Max.PeakAllocResident/(1<<20), res.Max.PeakAllocDirty/(1<<20))
+		}
+		fmt.Fprintf(w, "- %s memory at the highest RSS sampled in the max phase (%d MiB): mapped files (libchdb's code) %d MiB, Go heap in use %.0f MiB, %s; the rest is the Go heap's headroom and other allocations.\n",
 			res.Transport, res.Max.SampledPeakRSS>>20, res.Max.PeakRSSFile>>20, res.Max.PeakHeapInuse/(1<<20), engine)
 		if res.Max.FirstError != "" || res.Half.FirstError != "" {
 			fmt.Fprintf(w, "  first error: %s %s\n", res.Max.FirstError, res.Half.FirstError)
