@@ -75,9 +75,12 @@ type phaseStats struct {
 	// how long after the drain it took to assemble every span written
 	// (watermark past the drain's end). Its own Lag setting (2 s) and
 	// pass interval (1 s) are the floor of both.
+	// The wait is capped (assembleWait); AssemblerBehind says it ran out.
 	AssemblerMaxLag  time.Duration
 	AssemblerCatchUp time.Duration
-	// AssembledCPUPerSpan is ServerCPUPerSpan until the assembler caught up.
+	AssemblerBehind  bool
+	// AssembledCPUPerSpan is ServerCPUPerSpan until the assembler caught up
+	// (or the wait ran out).
 	AssembledCPUPerSpan time.Duration
 	// Active parts of spans: at most (sampled each second over the phase,
 	// its drain and the assembler's catching up) and at the end: how far
@@ -89,6 +92,15 @@ type phaseStats struct {
 	SampledPeakRSS, PeakRSSFile       int64
 	PeakHeapInuse, PeakEngineHeld     float64
 	PeakAllocResident, PeakAllocDirty float64
+}
+
+// catchUp says when the assembler caught up after the drain, or that it
+// had not when the bench stopped waiting.
+func (p *phaseStats) catchUp() string {
+	if p.AssemblerBehind {
+		return fmt.Sprintf("still behind %s after the drain (the bench stopped waiting)", ms(p.AssemblerCatchUp))
+	}
+	return fmt.Sprintf("caught up %s after the drain", ms(p.AssemblerCatchUp))
 }
 
 func (p *phaseStats) percentile(q float64) time.Duration {
@@ -174,9 +186,9 @@ func (o *ingestOptions) defaults() {
 
 // logPhaseCPU logs what a phase cost the server per acknowledged span.
 func logPhaseCPU(logf func(string, ...any), tr, phase string, p *phaseStats) {
-	logf("%s: %s phase: %d spans acked at %.0f/s, server CPU per span %s (phase + drain), %s until assembled; %.2f server cores, %.2f other cores; assembler at most %s behind, caught up %s after the drain; export latency p50 %s p90 %s p99 %s p99.9 %s max %s",
+	logf("%s: %s phase: %d spans acked at %.0f/s, server CPU per span %s (phase + drain), %s until assembled; %.2f server cores, %.2f other cores; assembler at most %s behind, %s; export latency p50 %s p90 %s p99 %s p99.9 %s max %s",
 		tr, phase, p.Acked, p.AckedRate, p.ServerCPUPerSpan.Round(10*time.Nanosecond), p.AssembledCPUPerSpan.Round(10*time.Nanosecond),
-		p.ServerCores, p.OtherCores, p.AssemblerMaxLag.Round(100*time.Millisecond), p.AssemblerCatchUp.Round(100*time.Millisecond),
+		p.ServerCores, p.OtherCores, p.AssemblerMaxLag.Round(100*time.Millisecond), p.catchUp(),
 		p.percentile(0.5).Round(time.Millisecond), p.percentile(0.9).Round(time.Millisecond), p.percentile(0.99).Round(time.Millisecond),
 		p.percentile(0.999).Round(time.Millisecond), p.percentile(1).Round(time.Millisecond))
 }
@@ -551,7 +563,7 @@ func (t *ingestTarget) endPhase(ctx context.Context, st *phaseStats, c *phaseCou
 	if st.Acked > 0 {
 		st.ServerCPUPerSpan = (cpuTime(t.pid) - clk.server) / time.Duration(st.Acked)
 	}
-	st.AssemblerCatchUp = t.assembled(ctx, s)
+	st.AssemblerCatchUp, st.AssemblerBehind = t.assembled(ctx, s)
 	st.AssemblerMaxLag = s.maxLag
 	if st.Acked > 0 {
 		st.AssembledCPUPerSpan = (cpuTime(t.pid) - clk.server) / time.Duration(st.Acked)
@@ -566,21 +578,26 @@ func (t *ingestTarget) endPhase(ctx context.Context, st *phaseStats, c *phaseCou
 	st.PeakAllocResident, st.PeakAllocDirty = s.peakMetrics.AllocResident, s.peakMetrics.AllocDirty
 }
 
+// assembleWait caps how long a phase waits for the assembler: after 3
+// minutes at full rate it is 5–6 minutes behind, and the next phase should
+// not start only once a long run's backlog is gone.
+const assembleWait = 5 * time.Minute
+
 // assembled waits until the assembler's watermark passes now (every span
-// written so far is assembled) and returns how long that took.
-func (t *ingestTarget) assembled(ctx context.Context, s *sampler) time.Duration {
+// written so far is assembled) and returns how long it waited, and whether
+// the assembler was still behind when the wait ran out.
+func (t *ingestTarget) assembled(ctx context.Context, s *sampler) (wait time.Duration, behind bool) {
 	t0 := time.Now()
-	deadline := t0.Add(5 * time.Minute)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+	for time.Since(t0) < assembleWait && ctx.Err() == nil {
 		if w, ok := t.watermarks.read(ctx); ok {
 			s.maxLag = max(s.maxLag, time.Since(w))
 			if !w.Before(t0) {
-				break
+				return time.Since(t0), false
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return time.Since(t0)
+	return time.Since(t0), true
 }
 
 // watermarkReader reads the assembler's watermark from the server's

@@ -74,8 +74,8 @@ func printIngest(w io.Writer, r *ingestReport) {
 		}
 	}
 	for _, res := range r.Results {
-		fmt.Fprintf(w, "- %s assembler: watermark at most %s behind the clock over the max phase and its drain; every written span assembled %s after the drain (%s of server CPU per span including that, half load: %s behind at most, %s to catch up).\n",
-			res.Transport, ms(res.Max.AssemblerMaxLag), ms(res.Max.AssemblerCatchUp), res.Max.AssembledCPUPerSpan, ms(res.Half.AssemblerMaxLag), ms(res.Half.AssemblerCatchUp))
+		fmt.Fprintf(w, "- %s assembler: watermark at most %s behind the clock over the max phase and its drain, %s (%s of server CPU per span until then); half load: %s behind at most, %s.\n",
+			res.Transport, ms(res.Max.AssemblerMaxLag), res.Max.catchUp(), res.Max.AssembledCPUPerSpan, ms(res.Half.AssemblerMaxLag), res.Half.catchUp())
 	}
 	for _, res := range r.Results {
 		fmt.Fprintf(w, "- %s max phase: %s, steady second half %s spans/s acked vs %s written; backlog %s rows at the end, drained in %s; client used %.2f cores; spans had at most %.0f active parts, %.0f once assembled. Half load: %d exports, %d failed.\n",
