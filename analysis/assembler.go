@@ -364,15 +364,26 @@ func rowKey(r telemetry.LLMRequest) string {
 }
 
 func (a *Assembler) watermark(ctx context.Context) (time.Time, error) {
-	var ns int64
-	err := a.PG.Pool.QueryRow(ctx, "SELECT watermark FROM assembly_watermarks WHERE name = $1", watermarkName).Scan(&ns)
-	if errors.Is(err, pgx.ErrNoRows) {
+	wm, ok, err := a.Watermark(ctx)
+	if err == nil && !ok {
 		return time.Unix(0, 0).UTC(), nil
 	}
-	if err != nil {
-		return time.Time{}, fmt.Errorf("read assembler watermark: %w", err)
+	return wm, err
+}
+
+// Watermark is how far assembly has come, whichever node ran it: every
+// span inserted up to it is in llm_requests. ok is false before the first
+// pass.
+func (a *Assembler) Watermark(ctx context.Context) (wm time.Time, ok bool, err error) {
+	var ns int64
+	err = a.PG.Pool.QueryRow(ctx, "SELECT watermark FROM assembly_watermarks WHERE name = $1", watermarkName).Scan(&ns)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, false, nil
 	}
-	return time.Unix(0, ns).UTC(), nil
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read assembler watermark: %w", err)
+	}
+	return time.Unix(0, ns).UTC(), true, nil
 }
 
 func (a *Assembler) setWatermark(ctx context.Context, t time.Time) error {

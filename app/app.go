@@ -139,12 +139,13 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	}
 	public := a.publicURL()
 
-	pipe.Metrics.Registry.MustRegister(clickhouse.NewEngineCollector(a.CH, log))
+	pipe.Metrics.Registry.MustRegister(clickhouse.NewEngineCollector(a.CH, log), asm.Collector())
 	settings := &analysis.StoredSettings{PG: a.PG, Log: log}
 	deps := web.Deps{
 		Log:       log,
 		Stores:    map[string]web.Pinger{"postgres": a.PG, "clickhouse": a.CH},
 		Ingest:    pipe,
+		Assembly:  asm,
 		Metrics:   pipe.Metrics.Registry,
 		Queries:   a.Queries,
 		Keys:      a.Keys,

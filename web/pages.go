@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -111,7 +112,32 @@ func (s *Server) page(c echo.Context, title, nav string) views.Page {
 			p.Notice = "Tokenpath is refusing telemetry right now, so new data is not arriving: " + err.Error()
 		}
 	}
+	if projectOf(c) != 0 {
+		if n := s.assemblyNotice(c.Request().Context(), time.Now()); n != "" {
+			p.Notice = strings.TrimSpace(p.Notice + " " + n)
+		}
+	}
 	return p
+}
+
+// assemblyBehind is how far assembly may trail the spans received before
+// pages say so: 2–3 s is normal, and passes under load take seconds.
+const assemblyBehind = time.Minute
+
+// assemblyNotice says when LLM requests trail the spans received, so that
+// an engineer does not read a quiet last few minutes as recovery: under a
+// burst above what the node assembles (README: ~37k spans/s on 2 cores)
+// the assembler falls minutes behind and catches up afterwards.
+func (s *Server) assemblyNotice(ctx context.Context, now time.Time) string {
+	if s.deps.Assembly == nil {
+		return ""
+	}
+	wm, ok, err := s.deps.Assembly.Watermark(ctx)
+	if err != nil || !ok || now.Sub(wm) < assemblyBehind {
+		return ""
+	}
+	return fmt.Sprintf("LLM requests are behind the spans received: they are assembled from spans that arrived up to %s UTC (%s); later requests are still being assembled and are not on this page yet.",
+		humanTime(wm, now), humanAgo(wm, now))
 }
 
 // render writes a templ component with a status code.

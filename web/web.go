@@ -35,6 +35,11 @@ type Deps struct {
 	// pages show it as a banner and /readyz lists it, without turning
 	// not-ready (the UI and the API still work).
 	Ingest interface{ Health() error }
+	// Assembly says how far assembled LLM requests trail the spans received
+	// (optional): pages show a notice when they are behind.
+	Assembly interface {
+		Watermark(ctx context.Context) (wm time.Time, ok bool, err error)
+	}
 	// Metrics is Tokenpath's own Prometheus registry, served at /metrics.
 	Metrics  *prometheus.Registry
 	Queries  Queries

@@ -1,0 +1,72 @@
+package web_test
+
+import (
+	"context"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/tokenpath/tokenpath/app/apptest"
+	"github.com/tokenpath/tokenpath/store/postgres"
+)
+
+const assemblyNotice = "LLM requests are behind the spans received"
+
+var assemblerLag = regexp.MustCompile(`(?m)^tokenpath_assembler_lag_seconds ([0-9.e+]+)$`)
+
+// When assembly trails the spans received by minutes, pages say so and
+// /metrics shows the lag; once the assembler has run again, the notice is
+// gone. The test holds the assembler's lock, as another node in the middle
+// of a long pass does, so that no pass moves the watermark meanwhile.
+func TestAssemblyBehindNotice(t *testing.T) {
+	srv := apptest.Start(t, apptest.Options{})
+	b := logIn(t, srv, apptest.Key)
+	ctx := context.Background()
+	// The first passes run at start; wait for one so the watermark exists.
+	waitFor(t, "no notice once assembly has started", func() bool {
+		return !regexp.MustCompile(assemblyNotice).MatchString(b.page("/")) && assemblerLag.MatchString(b.get("/metrics").Body)
+	})
+
+	held := false
+	for deadline := time.Now().Add(30 * time.Second); !held && time.Now().Before(deadline); {
+		var err error
+		held, err = srv.PG.TryLock(ctx, postgres.LockAssembler, func(ctx context.Context) error {
+			behind := time.Now().Add(-10 * time.Minute)
+			if _, err := srv.PG.Pool.Exec(ctx, "UPDATE assembly_watermarks SET watermark = $1 WHERE name = 'assembler'", behind.UnixNano()); err != nil {
+				return err
+			}
+			for _, path := range []string{"/", "/requests", "/diagnose"} {
+				contains(t, path, b.page(path), assemblyNotice, "(10 min ago)", behind.UTC().Format("15:04:05")+" UTC")
+			}
+			m := assemblerLag.FindStringSubmatch(b.get("/metrics").Body)
+			if m == nil {
+				t.Fatal("/metrics has no tokenpath_assembler_lag_seconds")
+			}
+			if lag, _ := strconv.ParseFloat(m[1], 64); lag < 600 || lag > 700 {
+				t.Errorf("tokenpath_assembler_lag_seconds %v, want ~600", lag)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !held {
+		t.Fatal("the assembler's lock stayed taken for 30 s")
+	}
+	waitFor(t, "the notice gone after the assembler's next pass", func() bool {
+		return !regexp.MustCompile(assemblyNotice).MatchString(b.page("/"))
+	})
+}
+
+// waitFor polls cond for up to 30 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("%s: not within 30 s", what)
+}
