@@ -66,16 +66,12 @@ func LibraryPath() (string, error) {
 
 // jemallocConfEnv is where the jemalloc linked into libchdb reads its
 // options, once, when the library loads (its symbols carry the je_ prefix,
-// hence the name). The default halves how long freed pages stay resident
-// (the engine's own is 5000 ms): under ingest those pages were 300–600 MiB
-// of the RSS. Measured with the ingest bench, 90 s at a fixed 40k spans/s:
-// RSS peak 1141–1158 against 1262–1279 MiB, server CPU 1.56 against 1.49
-// cores. An empty JE_MALLOC_CONF gives the engine's own decay back.
-// background_thread must stay off: in chDB it crashes the process.
-const (
-	jemallocConfEnv     = "JE_MALLOC_CONF"
-	jemallocConfDefault = "dirty_decay_ms:2500"
-)
+// hence the name); operators set it in the server's environment
+// (docs/operations.md → Memory). Tokenpath does not set a default: with
+// dirty_decay_ms:2500 set for every process, a clean-clone CI run's
+// analysis tests died of a segmentation fault inside the engine after 7
+// minutes, which no earlier run had (not yet understood; see README).
+const jemallocConfEnv = "JE_MALLOC_CONF"
 
 func loadChdb() error {
 	chdbOnce.Do(func() {
@@ -83,10 +79,6 @@ func loadChdb() error {
 		if err != nil {
 			chdbErr = err
 			return
-		}
-		// An operator's own setting wins, whole.
-		if _, set := os.LookupEnv(jemallocConfEnv); !set {
-			os.Setenv(jemallocConfEnv, jemallocConfDefault)
 		}
 		lib, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 		if err != nil {
