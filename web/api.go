@@ -266,6 +266,9 @@ func (s *Server) apiDiagnose(c echo.Context) error {
 	if err != nil {
 		return s.internal(err)
 	}
+	if wm, behind := s.assemblyBehind(c.Request().Context(), time.Now()); behind && out.Window.To.After(wm) {
+		out.AssembledThrough = &wm
+	}
 	return c.JSON(http.StatusOK, out)
 }
 

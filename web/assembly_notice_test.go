@@ -2,6 +2,9 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"testing"
@@ -39,6 +42,9 @@ func TestAssemblyBehindNotice(t *testing.T) {
 			for _, path := range []string{"/", "/requests", "/diagnose"} {
 				contains(t, path, b.page(path), assemblyNotice, "(10 min ago)", behind.UTC().Format("15:04:05")+" UTC")
 			}
+			if got := assembledThrough(t, b); got == nil || !got.Equal(time.Unix(0, behind.UnixNano())) {
+				t.Errorf("/api/v1/diagnose assembled_through = %v, want %v", got, behind)
+			}
 			m := assemblerLag.FindStringSubmatch(b.get("/metrics").Body)
 			if m == nil {
 				t.Fatal("/metrics has no tokenpath_assembler_lag_seconds")
@@ -58,6 +64,26 @@ func TestAssemblyBehindNotice(t *testing.T) {
 	waitFor(t, "the notice gone after the assembler's next pass", func() bool {
 		return !regexp.MustCompile(assemblyNotice).MatchString(b.page("/"))
 	})
+	if got := assembledThrough(t, b); got != nil {
+		t.Errorf("/api/v1/diagnose assembled_through = %v once caught up, want none", got)
+	}
+}
+
+// assembledThrough reads the last 15 minutes' diagnosis from the API.
+func assembledThrough(t *testing.T, b *browser) *time.Time {
+	t.Helper()
+	r := b.get("/api/v1/diagnose?from="+url.QueryEscape(time.Now().Add(-15*time.Minute).Format(time.RFC3339))+"&to="+url.QueryEscape(time.Now().Format(time.RFC3339)),
+		"Authorization", "Bearer "+apptest.Key)
+	if r.Code != http.StatusOK {
+		t.Fatalf("/api/v1/diagnose: %d %s", r.Code, r.Body)
+	}
+	var d struct {
+		AssembledThrough *time.Time `json:"assembled_through"`
+	}
+	if err := json.Unmarshal([]byte(r.Body), &d); err != nil {
+		t.Fatal(err)
+	}
+	return d.AssembledThrough
 }
 
 // waitFor polls cond for up to 30 s.

@@ -129,15 +129,23 @@ const assemblyBehind = time.Minute
 // burst above what the node assembles (README: ~37k spans/s on 2 cores)
 // the assembler falls minutes behind and catches up afterwards.
 func (s *Server) assemblyNotice(ctx context.Context, now time.Time) string {
-	if s.deps.Assembly == nil {
-		return ""
-	}
-	wm, ok, err := s.deps.Assembly.Watermark(ctx)
-	if err != nil || !ok || now.Sub(wm) < assemblyBehind {
+	wm, behind := s.assemblyBehind(ctx, now)
+	if !behind {
 		return ""
 	}
 	return fmt.Sprintf("LLM requests are behind the spans received: they are assembled from spans that arrived up to %s UTC (%s); later requests are still being assembled and are not on this page yet.",
 		humanTime(wm, now), humanAgo(wm, now))
+}
+
+// assemblyBehind returns the assembler's watermark and whether it trails
+// now by more than assemblyBehind. A watermark it cannot read says
+// nothing: the stores' health is /readyz's to report.
+func (s *Server) assemblyBehind(ctx context.Context, now time.Time) (time.Time, bool) {
+	if s.deps.Assembly == nil {
+		return time.Time{}, false
+	}
+	wm, ok, err := s.deps.Assembly.Watermark(ctx)
+	return wm, err == nil && ok && now.Sub(wm) >= assemblyBehind
 }
 
 // render writes a templ component with a status code.

@@ -185,6 +185,10 @@ type Diagnosis struct {
 	// RequestsEstimated: Requests and BaselineRequests are estimates from
 	// the sample (within about a percent), not counts.
 	RequestsEstimated bool `json:"requests_estimated,omitempty"`
+	// AssembledThrough is set (by the API) when the window reaches past
+	// what the assembler has done by more than a minute: requests in spans
+	// received after it are not in the figures yet.
+	AssembledThrough *time.Time `json:"assembled_through,omitempty"`
 }
 
 // sampleScale is how many requests each loaded one stands for.
