@@ -120,9 +120,9 @@ func (s *Server) page(c echo.Context, title, nav string) views.Page {
 	return p
 }
 
-// assemblyBehind is how far assembly may trail the spans received before
+// assemblyNoticeAfter is how far assembly may trail the spans received before
 // pages say so: 2–3 s is normal, and passes under load take seconds.
-const assemblyBehind = time.Minute
+const assemblyNoticeAfter = time.Minute
 
 // assemblyNotice says when LLM requests trail the spans received, so that
 // an engineer does not read a quiet last few minutes as recovery: under a
@@ -138,14 +138,14 @@ func (s *Server) assemblyNotice(ctx context.Context, now time.Time) string {
 }
 
 // assemblyBehind returns the assembler's watermark and whether it trails
-// now by more than assemblyBehind. A watermark it cannot read says
+// now by more than assemblyNoticeAfter. A watermark it cannot read says
 // nothing: the stores' health is /readyz's to report.
 func (s *Server) assemblyBehind(ctx context.Context, now time.Time) (time.Time, bool) {
 	if s.deps.Assembly == nil {
 		return time.Time{}, false
 	}
 	wm, ok, err := s.deps.Assembly.Watermark(ctx)
-	return wm, err == nil && ok && now.Sub(wm) >= assemblyBehind
+	return wm, err == nil && ok && now.Sub(wm) >= assemblyNoticeAfter
 }
 
 // render writes a templ component with a status code.
