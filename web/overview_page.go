@@ -52,11 +52,12 @@ func (s *Server) overviewPage(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusServiceUnavailable, "the overview is not available in this build")
 	}
 	project := projectOf(c)
-	v := views.OverviewView{Page: s.page(c, "Overview", "overview"), Range: rng.rangeBar("/", nil)}
-
+	// A verdict part (up to overviewVerdicts per overview) has no layout,
+	// so it skips the page's notices and their reads.
 	if c.QueryParam("part") == "verdict" {
 		return s.verdictPart(c, q, project, rng)
 	}
+	v := views.OverviewView{Page: s.page(c, "Overview", "overview"), Range: rng.rangeBar("/", nil)}
 	slos, statuses := s.sloStatuses(ctx, project, now)
 	ov, err := q.Overview(ctx, analysis.OverviewRequest{Project: project, Window: rng.Range})
 	if err != nil {

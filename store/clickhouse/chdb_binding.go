@@ -64,15 +64,6 @@ func LibraryPath() (string, error) {
 	return "", errors.New("libchdb.so not found: run `npm ci` in the repository (package @chdb/lib-linux-x64-gnu) or set TOKENPATH_CHDB_LIB")
 }
 
-// jemallocConfEnv is where the jemalloc linked into libchdb reads its
-// options, once, when the library loads (its symbols carry the je_ prefix,
-// hence the name); operators set it in the server's environment
-// (docs/operations.md → Memory). Tokenpath does not set a default: with
-// dirty_decay_ms:2500 set for every process, a clean-clone CI run's
-// analysis tests died of a segmentation fault inside the engine after 7
-// minutes, which no earlier run had (not yet understood; see README).
-const jemallocConfEnv = "JE_MALLOC_CONF"
-
 func loadChdb() error {
 	chdbOnce.Do(func() {
 		path, err := LibraryPath()
@@ -80,6 +71,11 @@ func loadChdb() error {
 			chdbErr = err
 			return
 		}
+		// The jemalloc linked into libchdb reads JE_MALLOC_CONF here, once;
+		// operators set it (docs/operations.md → Memory). Tokenpath sets no
+		// default: with dirty_decay_ms:2500 set for every process, a CI run's
+		// analysis tests died of a segmentation fault inside the engine,
+		// which no earlier run had (not yet understood; see README).
 		lib, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 		if err != nil {
 			chdbErr = fmt.Errorf("load %s: %w", path, err)

@@ -10,6 +10,10 @@ import (
 	"testing"
 )
 
+// jemallocConfEnv is where the jemalloc linked into libchdb reads its
+// options (its symbols carry the je_ prefix, hence the name).
+const jemallocConfEnv = "JE_MALLOC_CONF"
+
 // jemallocChildEnv makes TestJemallocConf's child process report the
 // engine's allocator options instead of starting children of its own.
 const jemallocChildEnv = "TOKENPATH_TEST_JEMALLOC_CHILD"
