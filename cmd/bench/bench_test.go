@@ -68,6 +68,10 @@ func TestIngestBenchSmoke(t *testing.T) {
 		if r.Max.Rejected+r.Half.Rejected > 0 {
 			t.Errorf("%s: the server refused %d generated spans: %s", r.Transport, r.Max.Rejected+r.Half.Rejected, r.Max.FirstError+r.Half.FirstError)
 		}
+		// The engine's memory by use comes with its tracked total.
+		if r.Max.PeakEngineHeld > 0 && len(r.Max.PeakEngineUses) == 0 {
+			t.Errorf("%s: engine tracked %.0f bytes at the peak but no memory by use was read", r.Transport, r.Max.PeakEngineHeld)
+		}
 		if r.Max.Mem.Peak <= 0 || r.Max.ServerCores <= 0 {
 			t.Errorf("%s: server not observed: %+v, %.2f cores", r.Transport, r.Max.Mem, r.Max.ServerCores)
 		}
@@ -85,6 +89,16 @@ func TestIngestBenchSmoke(t *testing.T) {
 		t.Errorf("raw engine: %+v", rep.Engine)
 	}
 	printIngest(testWriter{t}, rep)
+}
+
+func TestMemoryUses(t *testing.T) {
+	got := memoryUses(map[string]float64{"statements": 96 << 20, "mark_cache": 1 << 19, "merges": 412 << 20, "primary_keys": 3 << 20})
+	if want := " (merges 412 MiB, statements 96 MiB, primary keys 3 MiB)"; got != want {
+		t.Errorf("memoryUses = %q, want %q", got, want)
+	}
+	if got := memoryUses(map[string]float64{"merges": 0}); got != "" {
+		t.Errorf("memoryUses of nothing held = %q, want empty", got)
+	}
 }
 
 // testLog shows the benches' progress with -v.

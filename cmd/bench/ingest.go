@@ -92,6 +92,7 @@ type phaseStats struct {
 	SampledPeakRSS, PeakRSSFile       int64
 	PeakHeapInuse, PeakEngineHeld     float64
 	PeakAllocResident, PeakAllocDirty float64
+	PeakEngineUses                    map[string]float64
 }
 
 // catchUp says when the assembler caught up after the drain, or that it
@@ -576,6 +577,7 @@ func (t *ingestTarget) endPhase(ctx context.Context, st *phaseStats, c *phaseCou
 	st.SampledPeakRSS, st.PeakRSSFile = s.peakRSS, s.peakFile
 	st.PeakHeapInuse, st.PeakEngineHeld = s.peakMetrics.HeapInuse, s.peakMetrics.Engine
 	st.PeakAllocResident, st.PeakAllocDirty = s.peakMetrics.AllocResident, s.peakMetrics.AllocDirty
+	st.PeakEngineUses = s.peakMetrics.EngineUses
 }
 
 // assembleWait caps how long a phase waits for the assembler: after 3

@@ -277,6 +277,8 @@ type serverMetrics struct {
 	// The engine's allocator: resident pages, and of them the dirty ones
 	// (freed, kept for reuse), bytes.
 	AllocResident, AllocDirty float64
+	// The engine's memory by use (statements, merges, caches…), bytes.
+	EngineUses map[string]float64
 }
 
 func scrapeMetrics(ctx context.Context, webAddr string) (serverMetrics, error) {
@@ -321,6 +323,13 @@ func scrapeMetrics(ctx context.Context, webAddr string) (serverMetrics, error) {
 			m.AllocResident = v
 		case `tokenpath_clickhouse_allocator_bytes{state="dirty"}`:
 			m.AllocDirty = v
+		default:
+			if use, ok := strings.CutPrefix(name, `tokenpath_clickhouse_memory_bytes{use="`); ok {
+				if m.EngineUses == nil {
+					m.EngineUses = map[string]float64{}
+				}
+				m.EngineUses[strings.TrimSuffix(use, `"}`)] = v
+			}
 		}
 	}
 	return m, sc.Err()

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -85,7 +87,7 @@ func printIngest(w io.Writer, r *ingestReport) {
 		// answer within 2 s (every connection busy).
 		engine := "engine gauges not read (the engine was too busy to answer /metrics)"
 		if res.Max.PeakEngineHeld > 0 {
-			engine = fmt.Sprintf("engine tracked %.0f MiB", res.Max.PeakEngineHeld/(1<<20))
+			engine = fmt.Sprintf("engine tracked %.0f MiB%s", res.Max.PeakEngineHeld/(1<<20), memoryUses(res.Max.PeakEngineUses))
 		}
 		if res.Max.PeakAllocResident > 0 {
 			engine += fmt.Sprintf(", engine allocator resident %.0f MiB of which %.0f MiB dirty (freed, kept for reuse)",
@@ -226,4 +228,24 @@ func printQuery(w io.Writer, r *queryReport) {
 		// above counts it as a page of its own.
 		fmt.Fprintf(w, "The diagnose page answers with its frame and loads the diagnosis after it: %s at most.\n", ms(deferred))
 	}
+}
+
+// memoryUses lists the engine's uses of at least 1 MiB, largest first, as
+// " (merges 412 MiB, statements 96 MiB)"; empty when there are none.
+func memoryUses(uses map[string]float64) string {
+	names := make([]string, 0, len(uses))
+	for n, v := range uses {
+		if v >= 1<<20 {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(uses[b], uses[a]) })
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %.0f MiB", strings.ReplaceAll(n, "_", " "), uses[n]/(1<<20))
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }

@@ -23,11 +23,37 @@ import (
 //     (jemalloc): live allocations, resident pages, and the dirty pages it
 //     keeps for reuse. Under load dirty pages are hundreds of MiB of RSS
 //     that neither the tracker nor the Go heap shows.
+//   - tokenpath_clickhouse_memory_bytes{use}: where the tracked memory is,
+//     as far as the engine says: running statements (inserts and reads),
+//     merges, and its caches. Under load these tell which of them to bound
+//     when the RSS is too high.
 type engineCollector struct {
-	store              *Store
-	log                *slog.Logger
-	parts, memo, alloc *prometheus.Desc
+	store                   *Store
+	log                     *slog.Logger
+	parts, memo, alloc, use *prometheus.Desc
 }
+
+// memoryUses names the engine's figures behind
+// tokenpath_clickhouse_memory_bytes{use}. The statements' figure leaves
+// out the collector's own read.
+var memoryUses = []struct{ use, sql string }{
+	{"statements", "SELECT toInt64(sum(memory_usage)) FROM system.processes WHERE query_id != queryID()"},
+	{"merges", "SELECT toInt64(sum(memory_usage)) FROM system.merges"},
+	{"primary_keys", "SELECT toInt64(sum(primary_key_bytes_in_memory_allocated)) FROM system.parts WHERE active"},
+	{"mark_cache", "SELECT toInt64(value) FROM system.metrics WHERE metric = 'MarkCacheBytes'"},
+	{"primary_index_cache", "SELECT toInt64(value) FROM system.metrics WHERE metric = 'PrimaryIndexCacheBytes'"},
+	{"uncompressed_cache", "SELECT toInt64(value) FROM system.metrics WHERE metric = 'UncompressedCacheBytes'"},
+	{"query_condition_cache", "SELECT toInt64(value) FROM system.metrics WHERE metric = 'QueryConditionCacheBytes'"},
+}
+
+// memoryUsesSQL reads every use in one statement, one row each.
+var memoryUsesSQL = func() string {
+	parts := make([]string, len(memoryUses))
+	for i, u := range memoryUses {
+		parts[i] = "SELECT '" + u.use + "' AS use, (" + u.sql + ") AS v"
+	}
+	return strings.Join(parts, " UNION ALL ")
+}()
 
 // NewEngineCollector reads s's engine (the server Tokenpath talks to, for
 // a cluster) each time /metrics is scraped.
@@ -38,13 +64,16 @@ func NewEngineCollector(s *Store, log *slog.Logger) prometheus.Collector {
 		memo: prometheus.NewDesc("tokenpath_clickhouse_memory_tracked_bytes",
 			"Memory ClickHouse's tracker counts (system.metrics MemoryTracking): queries, inserts, merges, caches.", nil, nil),
 		alloc: prometheus.NewDesc("tokenpath_clickhouse_allocator_bytes",
-			"ClickHouse's allocator (jemalloc, system.jemalloc_stats): allocated = live allocations, resident = pages it holds in RAM, dirty = freed pages kept for reuse (part of resident).", []string{"state"}, nil)}
+			"ClickHouse's allocator (jemalloc, system.jemalloc_stats): allocated = live allocations, resident = pages it holds in RAM, dirty = freed pages kept for reuse (part of resident).", []string{"state"}, nil),
+		use: prometheus.NewDesc("tokenpath_clickhouse_memory_bytes",
+			"Memory ClickHouse holds, by use: statements (running inserts and reads), merges, primary_keys (of active parts), and its caches (mark_cache, primary_index_cache, uncompressed_cache, query_condition_cache).", []string{"use"}, nil)}
 }
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.parts
 	ch <- c.memo
 	ch <- c.alloc
+	ch <- c.use
 }
 
 // Collect leaves out what it cannot read in time rather than failing the
@@ -67,6 +96,14 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.memo, prometheus.GaugeValue, float64(r.Row(0).Int("v")))
+	if r, err = c.store.Query(ctx, memoryUsesSQL); err != nil {
+		c.log.Warn("read memory by use for /metrics", "err", err)
+	} else {
+		for i := range r.Len() {
+			w := r.Row(i)
+			ch <- prometheus.MustNewConstMetric(c.use, prometheus.GaugeValue, float64(w.Int("v")), w.String("use"))
+		}
+	}
 	// A server built without jemalloc (or older than the table) has no
 	// stats: the gauge is left out, quietly.
 	r, err = c.store.Query(ctx, "SELECT stats FROM system.jemalloc_stats")

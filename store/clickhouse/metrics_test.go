@@ -20,7 +20,7 @@ func TestEngineCollector(t *testing.T) {
 	// The process collector (as on /metrics) gives this process's RSS.
 	reg.MustRegister(NewEngineCollector(s, quietLog), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var tracked, rss float64
-	alloc := map[string]float64{}
+	alloc, uses := map[string]float64{}, map[string]float64{}
 	gauge := func() map[string]float64 {
 		families, err := reg.Gather()
 		if err != nil {
@@ -36,6 +36,10 @@ func TestEngineCollector(t *testing.T) {
 			case "tokenpath_clickhouse_allocator_bytes":
 				for _, m := range f.GetMetric() {
 					alloc[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+				}
+			case "tokenpath_clickhouse_memory_bytes":
+				for _, m := range f.GetMetric() {
+					uses[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
 				}
 			}
 			if f.GetName() != "tokenpath_clickhouse_active_parts" {
@@ -64,6 +68,10 @@ func TestEngineCollector(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A read of spans loads the marks of its parts into the mark cache.
+	if _, err := s.Query(ctx, "SELECT count() FROM spans WHERE trace_id != ''"); err != nil {
+		t.Fatal(err)
+	}
 	got := gauge()
 	if got["spans"] != before+3 {
 		t.Errorf("spans parts %v after 3 inserts with merges stopped, want %v", got["spans"], before+3)
@@ -90,6 +98,16 @@ func TestEngineCollector(t *testing.T) {
 	// pages too, and all of them within the process's RSS.
 	if a, r, d := alloc["allocated"], alloc["resident"], alloc["dirty"]; len(alloc) != 3 || a <= 0 || a > r || d > r || r > rss {
 		t.Errorf("allocator gauges %v, want 0 < allocated ≤ resident, dirty ≤ resident, resident ≤ RSS (%.0f)", alloc, rss)
+	}
+	// Every use is reported; the parts' keys and the marks just read are
+	// held; none is more than the process holds.
+	if len(uses) != len(memoryUses) || uses["primary_keys"] <= 0 || uses["mark_cache"] <= 0 {
+		t.Errorf("memory by use %v: want all %d uses, primary_keys and mark_cache > 0", uses, len(memoryUses))
+	}
+	for use, v := range uses {
+		if v < 0 || v > rss {
+			t.Errorf("memory use %s = %.0f bytes, want within the process's RSS (%.0f)", use, v, rss)
+		}
 	}
 }
 
