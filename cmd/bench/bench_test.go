@@ -92,8 +92,8 @@ func TestIngestBenchSmoke(t *testing.T) {
 }
 
 func TestMemoryUses(t *testing.T) {
-	got := memoryUses(map[string]float64{"statements": 96 << 20, "mark_cache": 1 << 19, "merges": 412 << 20, "primary_keys": 3 << 20})
-	if want := " (merges 412 MiB, statements 96 MiB, primary keys 3 MiB)"; got != want {
+	got := memoryUses(map[string]float64{"inserts": 96 << 20, "mark_cache": 1 << 19, "merges": 412 << 20, "primary_keys": 3 << 20})
+	if want := " (merges 412 MiB, inserts 96 MiB, primary keys 3 MiB)"; got != want {
 		t.Errorf("memoryUses = %q, want %q", got, want)
 	}
 	if got := memoryUses(map[string]float64{"merges": 0}); got != "" {

@@ -231,7 +231,7 @@ func printQuery(w io.Writer, r *queryReport) {
 }
 
 // memoryUses lists the engine's uses of at least 1 MiB, largest first, as
-// " (merges 412 MiB, statements 96 MiB)"; empty when there are none.
+// " (merges 412 MiB, inserts 96 MiB)"; empty when there are none.
 func memoryUses(uses map[string]float64) string {
 	names := make([]string, 0, len(uses))
 	for n, v := range uses {

@@ -24,8 +24,8 @@ import (
 //     keeps for reuse. Under load dirty pages are hundreds of MiB of RSS
 //     that neither the tracker nor the Go heap shows.
 //   - tokenpath_clickhouse_memory_bytes{use}: where the tracked memory is,
-//     as far as the engine says: running statements (inserts and reads),
-//     merges, and its caches. Under load these tell which of them to bound
+//     as far as the engine says: running inserts, running reads, merges,
+//     and its caches. Under load these tell which of them to bound
 //     when the RSS is too high.
 type engineCollector struct {
 	store                   *Store
@@ -34,10 +34,11 @@ type engineCollector struct {
 }
 
 // memoryUses names the engine's figures behind
-// tokenpath_clickhouse_memory_bytes{use}. The statements' figure leaves
-// out the collector's own read.
+// tokenpath_clickhouse_memory_bytes{use}. The reads' figure leaves out the
+// collector's own read.
 var memoryUses = []struct{ use, sql string }{
-	{"statements", "SELECT toInt64(sum(memory_usage)) FROM system.processes WHERE query_id != queryID()"},
+	{"inserts", "SELECT toInt64(sum(memory_usage)) FROM system.processes WHERE query_kind = 'Insert'"},
+	{"reads", "SELECT toInt64(sum(memory_usage)) FROM system.processes WHERE query_kind != 'Insert' AND query_id != queryID()"},
 	{"merges", "SELECT toInt64(sum(memory_usage)) FROM system.merges"},
 	{"primary_keys", "SELECT toInt64(sum(primary_key_bytes_in_memory_allocated)) FROM system.parts WHERE active"},
 	{"mark_cache", "SELECT toInt64(value) FROM system.metrics WHERE metric = 'MarkCacheBytes'"},
@@ -66,7 +67,7 @@ func NewEngineCollector(s *Store, log *slog.Logger) prometheus.Collector {
 		alloc: prometheus.NewDesc("tokenpath_clickhouse_allocator_bytes",
 			"ClickHouse's allocator (jemalloc, system.jemalloc_stats): allocated = live allocations, resident = pages it holds in RAM, dirty = freed pages kept for reuse (part of resident).", []string{"state"}, nil),
 		use: prometheus.NewDesc("tokenpath_clickhouse_memory_bytes",
-			"Memory ClickHouse holds, by use: statements (running inserts and reads), merges, primary_keys (of active parts), and its caches (mark_cache, primary_index_cache, uncompressed_cache, query_condition_cache).", []string{"use"}, nil)}
+			"Memory ClickHouse holds, by use: inserts and reads (running statements), merges, primary_keys (of active parts), and its caches (mark_cache, primary_index_cache, uncompressed_cache, query_condition_cache).", []string{"use"}, nil)}
 }
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
