@@ -32,9 +32,10 @@ type Assembler struct {
 	Lag time.Duration
 	// Interval between passes.
 	Interval time.Duration
-	// MaxTraces bounds one pass.
-	MaxTraces int
-	Options   assemble.Options
+	// MaxSpans bounds one pass by the new spans it takes (whole inserts:
+	// the first one is taken whatever its size).
+	MaxSpans int
+	Options  assemble.Options
 	// Now is the clock (tests).
 	Now func() time.Time
 }
@@ -48,8 +49,9 @@ func (a *Assembler) defaults() {
 	if a.Interval <= 0 {
 		a.Interval = time.Second
 	}
-	if a.MaxTraces <= 0 {
-		a.MaxTraces = 50_000
+	if a.MaxSpans <= 0 {
+		// ~50k traces of the bench's 4 spans.
+		a.MaxSpans = 200_000
 	}
 	if a.Now == nil {
 		a.Now = time.Now
@@ -74,7 +76,7 @@ func (a *Assembler) Step(ctx context.Context) (int, error) {
 }
 
 // step runs one pass; more says it left new traces for the next pass (it
-// was bounded by MaxTraces), which then runs at once instead of on the
+// was bounded by MaxSpans), which then runs at once instead of on the
 // next tick.
 func (a *Assembler) step(ctx context.Context) (n int, more bool, err error) {
 	a.defaults()
@@ -86,42 +88,43 @@ func (a *Assembler) step(ctx context.Context) (n int, more bool, err error) {
 	if !upper.After(wm) {
 		return 0, false, nil
 	}
-	// Bound the pass by a count of traces: take the inserted_at of the
-	// MaxTraces-th new trace as the upper bound when there are more.
-	r, err := a.CH.Query(ctx, `SELECT project_id, trace_id, max(inserted_at) AS ins
+	// Bound the pass by a count of spans, whole inserts at a time:
+	// inserted_at is one value per insert (its DEFAULT now64), so grouping
+	// by it counts inserts, a few hundred rows however far behind the pass
+	// is. Grouping the new spans by trace instead held ~100 bytes per trace
+	// (most of a GiB once minutes behind at full rate, the largest use of
+	// the engine's memory in the ingest bench) and hashed every waiting
+	// span again on each pass.
+	r, err := a.CH.Query(ctx, `SELECT inserted_at AS ins, count() AS spans
 		FROM spans WHERE inserted_at > ? AND inserted_at <= ?
-		GROUP BY project_id, trace_id ORDER BY ins LIMIT ?`+assemblyReadSettings, wm, upper, a.MaxTraces+1)
+		GROUP BY ins ORDER BY ins LIMIT ?`+assemblyReadSettings, wm, upper, a.MaxSpans+1)
 	if err != nil {
-		return 0, false, fmt.Errorf("find new traces: %w", err)
+		return 0, false, fmt.Errorf("find new inserts: %w", err)
 	}
 	if r.Len() == 0 {
 		return 0, false, a.setWatermark(ctx, upper)
 	}
-	if more = r.Len() > a.MaxTraces; more {
-		// Stop just before the first trace we will not take, so none is
-		// half-seen (a trace straddling the bound is re-read next pass).
-		// When the whole page shares one inserted_at (one large insert),
-		// take every trace of that insert instead, or we would not advance.
-		boundary := r.Row(a.MaxTraces).Time("ins")
-		if r.Row(0).Time("ins").Equal(boundary) {
-			upper = boundary
-			r, err = a.CH.Query(ctx, `SELECT project_id, trace_id, max(inserted_at) AS ins
-				FROM spans WHERE inserted_at > ? AND inserted_at <= ? GROUP BY project_id, trace_id`+assemblyReadSettings, wm, upper)
-			if err != nil {
-				return 0, false, fmt.Errorf("find new traces: %w", err)
-			}
-		} else {
-			upper = boundary.Add(-time.Nanosecond)
+	// Take inserts while they fit the budget, and the first one whatever
+	// its size (one large insert, a replayed log segment, is taken whole
+	// or the pass would not advance). Every insert holds at least one
+	// span, so the LIMIT above always reaches past the budget.
+	total := 0
+	for i := range r.Len() {
+		if total += int(r.Row(i).Int("spans")); total > a.MaxSpans && i > 0 {
+			upper, more = r.Row(i-1).Time("ins"), true
+			break
 		}
+	}
+	r, err = a.CH.Query(ctx, `SELECT DISTINCT project_id, trace_id FROM spans
+		WHERE inserted_at > ? AND inserted_at <= ?`+assemblyReadSettings, wm, upper)
+	if err != nil {
+		return 0, false, fmt.Errorf("find new traces: %w", err)
 	}
 	// The pass's traces, per project: the reads below select them by these
 	// ids, so the new traces are found in spans once a pass.
 	traces := map[uint32][]string{}
 	for i := 0; i < r.Len(); i++ {
 		w := r.Row(i)
-		if w.Time("ins").After(upper) {
-			continue
-		}
 		project := uint32(w.Int("project_id"))
 		traces[project] = append(traces[project], w.String("trace_id"))
 		n++

@@ -236,7 +236,7 @@ func TestTraceBoundsBackfill(t *testing.T) {
 // trace exactly once; spans of another project in the same pass too.
 func TestAssemblerLargeInsertInChunks(t *testing.T) {
 	a := openAssembler(t)
-	a.MaxTraces = 1000
+	a.MaxSpans = 1000
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	n := tracesPerStatement + tracesPerStatement/2
@@ -304,12 +304,12 @@ func TestAssemblerRouteAndTenant(t *testing.T) {
 	}
 }
 
-// TestAssemblerPassSaysMore: a pass bounded by MaxTraces says more traces
+// TestAssemblerPassSaysMore: a pass bounded by MaxSpans says more traces
 // wait (Run starts the next pass at once instead of on the next tick); the
 // pass that takes the rest says none do.
 func TestAssemblerPassSaysMore(t *testing.T) {
 	a := openAssembler(t)
-	a.MaxTraces = 2
+	a.MaxSpans = 4 // two of the inserts below
 	now := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Minute)
 	for _, trace := range []string{"m1", "m2", "m3"} { // three inserts, three inserted_at
 		a.mustInsert(t, agentSpan(trace, "root", "", now, false), agentSpan(trace, "c1", "root", now.Add(time.Millisecond), true))
