@@ -42,6 +42,14 @@ type Assembler struct {
 
 const watermarkName = "assembler"
 
+// BehindAfter is how far assembly may trail the spans received before
+// pages and share snapshots say so: 2–3 s is normal, and passes under
+// load take seconds.
+const BehindAfter = time.Minute
+
+// Behind reports whether a watermark trails now by BehindAfter or more.
+func Behind(wm, now time.Time) bool { return now.Sub(wm) >= BehindAfter }
+
 func (a *Assembler) defaults() {
 	if a.Lag <= 0 {
 		a.Lag = 2 * time.Second

@@ -51,6 +51,11 @@ type Service struct {
 	// PublicURL prefixes links ("https://tokenpath.example.com"); empty
 	// gives a path ("/s/<token>").
 	PublicURL string
+	// Assembly is how far the assembler has come (analysis.Assembler);
+	// nil: snapshots do not record it.
+	Assembly interface {
+		Watermark(ctx context.Context) (wm time.Time, ok bool, err error)
+	}
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -232,6 +237,7 @@ func (s *Service) Freeze(ctx context.Context, project uint32, path string) (Snap
 	}
 	now := s.now()
 	snap := Snapshot{Version: SnapshotVersion, TakenAt: now}
+	through := s.assembledThrough(ctx, now)
 	switch {
 	case u.Path == "/diagnose":
 		p, err := ParseDiagnose(u.Query(), now)
@@ -261,7 +267,23 @@ func (s *Service) Freeze(ctx context.Context, project uint32, path string) (Snap
 		}
 		snap.Kind, snap.Path, snap.Trace = KindTrace, TracePath(id), t
 	}
+	snap.AssembledThrough = through
 	return snap, nil
+}
+
+// assembledThrough is the assembler's watermark when it trails now by
+// analysis.BehindAfter or more, else nil. Read before the page's data, it
+// is no later than what that data saw. A watermark it cannot read is left
+// out rather than failing the link: the page's data is what matters.
+func (s *Service) assembledThrough(ctx context.Context, now time.Time) *time.Time {
+	if s.Assembly == nil {
+		return nil
+	}
+	wm, ok, err := s.Assembly.Watermark(ctx)
+	if err != nil || !ok || !analysis.Behind(wm, now) {
+		return nil
+	}
+	return &wm
 }
 
 // parsePagePath accepts a site-relative path of a shareable page:

@@ -15,13 +15,18 @@ import (
 	"github.com/tokenpath/tokenpath/store/postgres"
 )
 
-const assemblyNotice = "LLM requests are behind the spans received"
+const (
+	assemblyNotice = "LLM requests are behind the spans received"
+	// snapshotBehind is how a share link's page says the same, frozen.
+	snapshotBehind = "LLM requests were assembled only from spans that arrived up to "
+)
 
 var assemblerLag = regexp.MustCompile(`(?m)^tokenpath_assembler_lag_seconds ([0-9.e+]+)$`)
 
 // When assembly trails the spans received by minutes, pages say so and
 // /metrics shows the lag; once the assembler has run again, the notice is
-// gone. The test holds the assembler's lock, as another node in the middle
+// gone. A share link taken meanwhile keeps saying it, one taken after
+// does not. The test holds the assembler's lock, as another node in the middle
 // of a long pass does, so that no pass moves the watermark meanwhile.
 func TestAssemblyBehindNotice(t *testing.T) {
 	srv := apptest.Start(t, apptest.Options{})
@@ -32,7 +37,7 @@ func TestAssemblyBehindNotice(t *testing.T) {
 		return !strings.Contains(b.page("/"), assemblyNotice) && assemblerLag.MatchString(b.get("/metrics").Body)
 	})
 
-	held := false
+	held, behindShare := false, ""
 	for deadline := time.Now().Add(30 * time.Second); !held && time.Now().Before(deadline); {
 		var err error
 		held, err = srv.PG.TryLock(ctx, postgres.LockAssembler, func(ctx context.Context) error {
@@ -46,6 +51,8 @@ func TestAssemblyBehindNotice(t *testing.T) {
 			if got := assembledThrough(t, b); got == nil || !got.Equal(time.Unix(0, behind.UnixNano())) {
 				t.Errorf("/api/v1/diagnose assembled_through = %v, want %v", got, behind)
 			}
+			behindShare = sharePath(t, b.apiShare(apptest.Key, "/diagnose?last=15m", "").URL)
+			contains(t, behindShare, b.get(behindShare).Body, snapshotBehind+behind.UTC().Format("15:04:05")+" UTC, 10 min earlier")
 			m := assemblerLag.FindStringSubmatch(b.get("/metrics").Body)
 			if m == nil {
 				t.Fatal("/metrics has no tokenpath_assembler_lag_seconds")
@@ -68,6 +75,9 @@ func TestAssemblyBehindNotice(t *testing.T) {
 	if got := assembledThrough(t, b); got != nil {
 		t.Errorf("/api/v1/diagnose assembled_through = %v once caught up, want none", got)
 	}
+	contains(t, behindShare+" once caught up", b.get(behindShare).Body, snapshotBehind)
+	later := sharePath(t, b.apiShare(apptest.Key, "/diagnose?last=15m", "").URL)
+	lacks(t, later+" taken once caught up", b.get(later).Body, snapshotBehind)
 }
 
 // assembledThrough reads the last 15 minutes' diagnosis from the API.

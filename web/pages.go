@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/store/postgres"
 	"github.com/tokenpath/tokenpath/web/views"
 )
@@ -120,10 +121,6 @@ func (s *Server) page(c echo.Context, title, nav string) views.Page {
 	return p
 }
 
-// assemblyNoticeAfter is how far assembly may trail the spans received before
-// pages say so: 2–3 s is normal, and passes under load take seconds.
-const assemblyNoticeAfter = time.Minute
-
 // assemblyNotice says when LLM requests trail the spans received, so that
 // an engineer does not read a quiet last few minutes as recovery: under a
 // burst above what the node assembles (README: ~37k spans/s on 2 cores)
@@ -138,14 +135,14 @@ func (s *Server) assemblyNotice(ctx context.Context, now time.Time) string {
 }
 
 // assemblyBehind returns the assembler's watermark and whether it trails
-// now by more than assemblyNoticeAfter. A watermark it cannot read says
+// now by analysis.BehindAfter or more. A watermark it cannot read says
 // nothing: the stores' health is /readyz's to report.
 func (s *Server) assemblyBehind(ctx context.Context, now time.Time) (time.Time, bool) {
 	if s.deps.Assembly == nil {
 		return time.Time{}, false
 	}
 	wm, ok, err := s.deps.Assembly.Watermark(ctx)
-	return wm, err == nil && ok && now.Sub(wm) >= assemblyNoticeAfter
+	return wm, err == nil && ok && analysis.Behind(wm, now)
 }
 
 // render writes a templ component with a status code.

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -48,7 +49,7 @@ func (s *Server) shareState() *shareState {
 		return st.(*shareState)
 	}
 	st := &shareState{
-		svc: &share.Service{Source: s.deps.Queries, PublicURL: s.deps.PublicURL},
+		svc: &share.Service{Source: s.deps.Queries, PublicURL: s.deps.PublicURL, Assembly: s.deps.Assembly},
 		limiter: middleware.NewRateLimiterMemoryStoreWithConfig(middleware.RateLimiterMemoryStoreConfig{
 			Rate: sharePerMinute / 60.0, Burst: shareBurst, ExpiresIn: 10 * time.Minute}),
 	}
@@ -274,7 +275,7 @@ func (s *Server) sharedSnapshot(c echo.Context) error {
 		{Property: "twitter:description", Content: desc},
 	}
 	info := views.SnapshotInfo{TakenAt: views.HumanTime(snap.TakenAt), Of: snapshotOf(snap), LivePath: snap.Path,
-		Expires: expiresText(row.ExpiresAt) + "."}
+		Expires: expiresText(row.ExpiresAt) + ".", Behind: snapshotBehind(snap)}
 	switch snap.Kind {
 	case share.KindDiagnose:
 		if snap.Diagnose == nil {
@@ -298,12 +299,24 @@ func (s *Server) sharedSnapshot(c echo.Context) error {
 		// layout's notice carries the snapshot banner.
 		v := traceDetailView(snap.Trace.TraceID, snap.Trace.Spans, snap.Trace.Requests, snap.TakenAt)
 		p.Notice = strings.TrimSpace("Snapshot taken at " + info.TakenAt + " of " + info.Of +
-			". It is frozen: it shows what the page said then, even after the data is gone. " + info.Expires + " " + p.Notice)
+			". It is frozen: it shows what the page said then, even after the data is gone. " + info.Expires + " " + info.Behind + " " + p.Notice)
 		v.Page = p
 		return render(c, http.StatusOK, views.RequestDetail(v))
 	}
 	s.deps.Log.Error("share link with an unreadable snapshot", "id", row.ID, "kind", snap.Kind)
 	return echo.NewHTTPError(http.StatusInternalServerError, "This snapshot cannot be shown by this version of Tokenpath.")
+}
+
+// snapshotBehind tells the link's reader that requests were missing from
+// the snapshot because assembly trailed the spans received when it was
+// taken (the live page's notice, frozen with it); empty when it kept up.
+func snapshotBehind(s share.Snapshot) string {
+	if s.AssembledThrough == nil {
+		return ""
+	}
+	wm := *s.AssembledThrough
+	return fmt.Sprintf("When it was taken, LLM requests were assembled only from spans that arrived up to %s UTC, %s earlier: requests after that are missing from it.",
+		humanTime(wm, s.TakenAt), strings.TrimSuffix(humanAgo(wm, s.TakenAt), " ago"))
 }
 
 // snapshotOf says what a snapshot shows: "the diagnosis of rag-chat,
