@@ -152,10 +152,11 @@ func (a *Assembler) step(ctx context.Context) (n int, more bool, err error) {
 	return n, more, a.setWatermark(ctx, upper)
 }
 
-// tracesPerStatement bounds the trace ids one statement of a pass lists:
-// ~35 bytes each, 20k make ~700 KB of SQL (clickhouse.MaxQuerySize allows
-// 4 MiB).
-const tracesPerStatement = 20_000
+// tracesPerStatement bounds the trace ids one statement of a pass lists
+// (a clickhouse.StringSet): ~35 bytes each, 60k make ~2.1 MB of SQL
+// (clickhouse.MaxQuerySize allows 4 MiB), so a pass of MaxSpans (~50k
+// traces of four spans) looks its traces up once, not once per chunk.
+const tracesPerStatement = 60_000
 
 // assemblySpanColumns is what assembly needs of a span: the typed columns
 // and the route and tenant columns, not the attribute and resource maps,
@@ -210,7 +211,7 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 	// and assemble.Traces keeps one copy of each (trace_id, span_id).
 	// PREWHERE reads trace_id first and the other columns only where it matches.
 	r, err := a.CH.Query(ctx, "SELECT "+assemblySpanColumns+" FROM spans PREWHERE project_id = ?"+within+" AND trace_id IN ?"+assemblyReadSettings,
-		append(append([]any{project}, args...), traceIDs)...)
+		append(append([]any{project}, args...), clickhouse.StringSet(traceIDs))...)
 	if err != nil {
 		return fmt.Errorf("load spans: %w", err)
 	}
@@ -265,7 +266,7 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 	// whole table before the trace filter applies.
 	// A request starts when its LLM span does, so within its trace's bounds.
 	er, err := a.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+", toInt64(version) AS row_version, is_deleted FROM llm_requests PREWHERE project_id = ?"+within+" AND trace_id IN ?"+assemblyReadSettings,
-		append(append([]any{project}, args...), traceIDs)...)
+		append(append([]any{project}, args...), clickhouse.StringSet(traceIDs))...)
 	if err != nil {
 		return fmt.Errorf("load existing requests: %w", err)
 	}
@@ -304,7 +305,7 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 func traceStarts(ctx context.Context, ch *clickhouse.Store, project uint32, traceIDs []string, settings string) (lo, hi time.Time, bounded int, err error) {
 	r, err := ch.Query(ctx, `SELECT uniqExact(trace_id) AS bounded,
 		CAST(min(first_start) AS DateTime64(9, 'UTC')) AS lo, CAST(max(last_start) AS DateTime64(9, 'UTC')) AS hi
-		FROM trace_bounds WHERE project_id = ? AND trace_id IN ?`+settings, project, traceIDs)
+		FROM trace_bounds WHERE project_id = ? AND trace_id IN ?`+settings, project, clickhouse.StringSet(traceIDs))
 	if err != nil {
 		return lo, hi, 0, fmt.Errorf("load trace bounds: %w", err)
 	}

@@ -1,11 +1,14 @@
 package clickhouse
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Bind replaces each ? in sql with args rendered as ClickHouse literals.
@@ -47,6 +50,14 @@ func Bind(sql string, args ...any) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// StringSet is the right side of `x IN ?` for thousands of strings (a
+// pass's trace ids): a subquery over one JSON string literal, which the
+// engine turns into a set 2–3× faster than an array literal, whose elements
+// its analyzer converts one by one (20k trace ids: 41–76 against 118–150 ms
+// in a probe). JSON carries any valid UTF-8 string; a set holding an
+// invalid one is rendered as an array literal, which carries any bytes.
+type StringSet []string
 
 // Ident is an identifier (table or column) to splice unquoted; only
 // [A-Za-z0-9_.] is accepted so it cannot carry SQL.
@@ -100,6 +111,17 @@ func appendLiteral(b *strings.Builder, v any) error {
 			b.WriteString(strconv.FormatUint(n, 10))
 		}
 		b.WriteByte(']')
+	case StringSet:
+		if slices.ContainsFunc(x, func(s string) bool { return !utf8.ValidString(s) }) {
+			return appendLiteral(b, []string(x))
+		}
+		js, err := json.Marshal([]string(x))
+		if err != nil {
+			return err
+		}
+		b.WriteString("(SELECT arrayJoin(JSONExtract(")
+		quote(b, string(js))
+		b.WriteString(", 'Array(String)')))")
 	case []string:
 		b.WriteByte('[')
 		for i, s := range x {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -217,7 +218,8 @@ func TestBindHostileStrings(t *testing.T) {
 	ctx := context.Background()
 	s := openTemp(t, t.TempDir())
 	defer s.Close()
-	for _, in := range []string{"plain", "it's", `back\slash`, "\x00nul", "new\nline", "'; DROP TABLE spans; --", "\xff\xfe invalid utf8", "?", "{param:String}"} {
+	hostile := []string{"plain", "it's", `back\slash`, "\x00nul", "new\nline", "'; DROP TABLE spans; --", "\xff\xfe invalid utf8", "?", "{param:String}", `"quoted", <tag> & é`}
+	for _, in := range hostile {
 		r, err := s.Query(ctx, "SELECT ? AS v, '?' AS q", in)
 		if err != nil {
 			t.Fatalf("%q: %v", in, err)
@@ -227,6 +229,19 @@ func TestBindHostileStrings(t *testing.T) {
 		}
 		if q := r.Row(0).String("q"); q != "?" {
 			t.Errorf("literal ? in SQL was bound: %q", q)
+		}
+	}
+	// A StringSet holds exactly its strings, whether it renders as JSON
+	// (valid UTF-8) or as an array literal (a set with invalid bytes).
+	for _, set := range []StringSet{hostile[:6], hostile} {
+		for _, in := range append(set, "absent", "plain ") {
+			r, err := s.Query(ctx, "SELECT ? IN ? AS member", in, set)
+			if err != nil {
+				t.Fatalf("%q IN a set of %d: %v", in, len(set), err)
+			}
+			if got, want := r.Row(0).Bool("member"), slices.Contains(set, in); got != want {
+				t.Errorf("%q IN a set of %d = %v, want %v", in, len(set), got, want)
+			}
 		}
 	}
 	if _, err := Bind("SELECT ?, ?", 1); err == nil {
