@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
@@ -68,15 +67,9 @@ func (a *Assembler) defaults() {
 }
 
 // Run assembles until ctx is done. Only one node in a cluster works at a
-// time (advisory lock per pass). Its passes run on a thread of their own at
-// assemblerNice: under a burst above what the node can both receive and
-// assemble, the receivers take the CPU first and the assembler falls
-// behind (pages say so) rather than exporters being refused.
+// time (advisory lock per pass).
 func (a *Assembler) Run(ctx context.Context) {
 	a.defaults()
-	if err := niceThread(assemblerNice); err != nil && a.Log != nil {
-		a.Log.Warn("the assembler runs at the receivers' priority", "err", err)
-	}
 	runLocked(ctx, a.PG, postgres.LockAssembler, a.Interval, a.Log, "assembling llm requests",
 		func(ctx context.Context) (bool, error) {
 			_, more, err := a.step(ctx)
@@ -112,7 +105,7 @@ func (a *Assembler) step(ctx context.Context) (n int, more bool, err error) {
 	// span again on each pass.
 	r, err := a.CH.Query(ctx, `SELECT inserted_at AS ins, count() AS spans
 		FROM spans WHERE inserted_at > ? AND inserted_at <= ?
-		GROUP BY ins ORDER BY ins LIMIT ?`+a.readSettings(), wm, upper, a.MaxSpans+1)
+		GROUP BY ins ORDER BY ins LIMIT ?`+assemblyReadSettings, wm, upper, a.MaxSpans+1)
 	if err != nil {
 		return 0, false, fmt.Errorf("find new inserts: %w", err)
 	}
@@ -131,7 +124,7 @@ func (a *Assembler) step(ctx context.Context) (n int, more bool, err error) {
 		}
 	}
 	r, err = a.CH.Query(ctx, `SELECT DISTINCT project_id, trace_id FROM spans
-		WHERE inserted_at > ? AND inserted_at <= ?`+a.readSettings(), wm, upper)
+		WHERE inserted_at > ? AND inserted_at <= ?`+assemblyReadSettings, wm, upper)
 	if err != nil {
 		return 0, false, fmt.Errorf("find new traces: %w", err)
 	}
@@ -171,28 +164,15 @@ const tracesPerStatement = 60_000
 // key).
 const assemblySpanColumns = clickhouse.SpanCoreColumns + ", route, tenant"
 
-// assemblerNice is the priority the assembler runs at: below the receivers
-// and inserts, which must keep acknowledging exports while it catches up
-// after a burst (refused telemetry is lost at the exporters; assembly that
-// trails is only late). At a fixed 50k spans/s (bench ingest, gRPC, 2
-// cores) running its reads at nice 10 took export p99 from 0.5–3.7 s to
-// 0.15–0.21 s, and the assembler fell no further behind.
-const assemblerNice = 10
-
-// readSettings keeps the assembler's reads to one thread (a read using
-// every core would starve the receivers), at assemblerNice. The embedded
-// engine runs a statement on the calling thread, which Run keeps at that
-// nice for the statements and the Go work around them alike; the engine's
-// own os_thread_priority must stay unset there, since the engine resets
-// the thread to nice 0 after each statement that sets it. A ClickHouse
-// server's threads are its own: there the setting applies (with
-// CAP_SYS_NICE; without it the server ignores it).
-func (a *Assembler) readSettings() string {
-	if a.CH.Embedded() {
-		return " SETTINGS max_threads = 1"
-	}
-	return " SETTINGS max_threads = 1, os_thread_priority = " + strconv.Itoa(assemblerNice)
-}
+// assemblyReadSettings keeps the assembler's reads to one thread, and that
+// thread at nice 10: a read using every core, or competing at the
+// receivers' priority, would starve the receivers decoding exports (and
+// the inserts running beside it) while the assembler catches up after a
+// burst. At a fixed 50k spans/s (bench ingest, gRPC, 2 cores) the nice
+// took export p99 from 0.5–3.7 s to 0.15–0.21 s, and the assembler fell
+// no further behind. The engine applies the nice only with CAP_SYS_NICE
+// (root, or a container given it); without it the setting does nothing.
+const assemblyReadSettings = " SETTINGS max_threads = 1, os_thread_priority = 10"
 
 // scanAssemblySpans reads rows selected with assemblySpanColumns. The route
 // and tenant go back into the span as the attributes assembly reads them
@@ -230,7 +210,7 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 	// No FINAL: a span stored twice (a retried export) is the same span,
 	// and assemble.Traces keeps one copy of each (trace_id, span_id).
 	// PREWHERE reads trace_id first and the other columns only where it matches.
-	r, err := a.CH.Query(ctx, "SELECT "+assemblySpanColumns+" FROM spans PREWHERE project_id = ?"+within+" AND trace_id IN ?"+a.readSettings(),
+	r, err := a.CH.Query(ctx, "SELECT "+assemblySpanColumns+" FROM spans PREWHERE project_id = ?"+within+" AND trace_id IN ?"+assemblyReadSettings,
 		append(append([]any{project}, args...), clickhouse.StringSet(traceIDs))...)
 	if err != nil {
 		return fmt.Errorf("load spans: %w", err)
@@ -263,7 +243,7 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 			names = append(names, s)
 		}
 		er, err := a.CH.Query(ctx, "SELECT "+clickhouse.EventColumns+` FROM events FINAL
-			WHERE project_id = ? AND service IN ? AND time >= ? AND time <= ?`+a.readSettings(), project, names, lo.Add(-2*window), hi.Add(2*window))
+			WHERE project_id = ? AND service IN ? AND time >= ? AND time <= ?`+assemblyReadSettings, project, names, lo.Add(-2*window), hi.Add(2*window))
 		if err != nil {
 			return fmt.Errorf("load events: %w", err)
 		}
@@ -285,7 +265,7 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 	// of each key, unless deleted): FINAL merges the key columns of the
 	// whole table before the trace filter applies.
 	// A request starts when its LLM span does, so within its trace's bounds.
-	er, err := a.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+", toInt64(version) AS row_version, is_deleted FROM llm_requests PREWHERE project_id = ?"+within+" AND trace_id IN ?"+a.readSettings(),
+	er, err := a.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+", toInt64(version) AS row_version, is_deleted FROM llm_requests PREWHERE project_id = ?"+within+" AND trace_id IN ?"+assemblyReadSettings,
 		append(append([]any{project}, args...), clickhouse.StringSet(traceIDs))...)
 	if err != nil {
 		return fmt.Errorf("load existing requests: %w", err)
@@ -344,7 +324,7 @@ func (a *Assembler) traceWindow(ctx context.Context, project uint32, traceIDs []
 	if len(traceIDs) == 0 {
 		return "", nil, nil
 	}
-	lo, hi, bounded, err := traceStarts(ctx, a.CH, project, traceIDs, a.readSettings())
+	lo, hi, bounded, err := traceStarts(ctx, a.CH, project, traceIDs, assemblyReadSettings)
 	if err != nil {
 		return "", nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -330,12 +329,12 @@ func TestAssemblerPassSaysMore(t *testing.T) {
 	}
 }
 
-// TestAssemblerRunsNiced: Run keeps its passes on a thread of its own at
-// nice 10, through the engine's statements (which run on the calling
-// thread and must not reset it), and that thread ends with Run.
-func TestAssemblerRunsNiced(t *testing.T) {
+// TestAssemblerReadsRunNiced: the engine runs the assembler's reads at nice
+// 10 while they run and restores its threads after, when the process may
+// change priorities (root in CI); without CAP_SYS_NICE the setting is
+// ignored and the read still runs.
+func TestAssemblerReadsRunNiced(t *testing.T) {
 	a := openAssembler(t)
-	a.Interval = 50 * time.Millisecond
 	niced := func() (n int) {
 		tasks, err := os.ReadDir("/proc/self/task")
 		if err != nil {
@@ -348,41 +347,41 @@ func TestAssemblerRunsNiced(t *testing.T) {
 			}
 			// Fields after "(comm) ": state is the first, nice the 17th.
 			f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-			if len(f) > 16 && f[16] == strconv.Itoa(assemblerNice) {
+			if len(f) > 16 && f[16] == "10" {
 				n++
 			}
 		}
 		return n
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 30 s", what)
-			}
-		}
-	}
-	if n := niced(); n != 0 {
-		t.Fatalf("%d threads at nice %d before Run", n, assemblerNice)
-	}
-	now := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Minute)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+	done := make(chan error, 1)
 	go func() {
-		a.Run(ctx)
-		close(done)
+		// Two seconds of sleeping, not a CPU-bound scan: a billion-row
+		// scan at nice 10 starved behind the other packages' tests in CI
+		// (the package took 344–394 s instead of ~95, then the engine
+		// crashed).
+		_, err := a.CH.Query(context.Background(), "SELECT count() AS n FROM numbers(8) WHERE sleepEachRow(0.25) = 0"+assemblyReadSettings)
+		done <- err
 	}()
-	defer func() { cancel(); <-done }()
-	// Two traces, one after the other: the second is assembled by a pass
-	// after the first pass's statements ran on the thread.
-	for i, trace := range []string{"n1", "n2"} {
-		a.mustInsert(t, agentSpan(trace, "root", "", now, false), agentSpan(trace, "c1", "root", now.Add(time.Millisecond), true))
-		waitFor("trace "+trace+" assembled", func() bool { return len(liveRows(t, a, trace)) > 0 })
-		if n := niced(); n != 1 {
-			t.Errorf("after pass %d: %d threads at nice %d, want Run's one", i+1, n, assemblerNice)
+	during := 0
+	for running := true; running; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			running = false
+		case <-time.After(50 * time.Millisecond):
+			during = max(during, niced())
 		}
 	}
-	cancel()
-	<-done
-	waitFor("Run's thread ended", func() bool { return niced() == 0 })
+	capable := os.Geteuid() == 0
+	if capable && during == 0 {
+		t.Errorf("no engine thread ran at nice 10 during the read")
+	}
+	if !capable && during != 0 {
+		t.Errorf("%d threads at nice 10 without CAP_SYS_NICE", during)
+	}
+	if after := niced(); after != 0 {
+		t.Errorf("%d threads still at nice 10 after the read", after)
+	}
 }
