@@ -282,7 +282,7 @@ func checkFree(dir string, n int) error {
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return nil
 	}
-	free, reserve := int64(st.Bavail)*st.Bsize, freeSpaceReserve(int64(st.Blocks)*st.Bsize)
+	free, reserve := int64(st.Bavail)*int64(st.Bsize), freeSpaceReserve(int64(st.Blocks)*int64(st.Bsize)) // Bsize is uint32 on darwin
 	if free-int64(n) < reserve {
 		return fmt.Errorf("%w: %.1f MiB free in %s, Tokenpath keeps %.1f MiB free for its database; free some space",
 			ErrDiskFull, float64(free)/(1<<20), dir, float64(reserve)/(1<<20))
