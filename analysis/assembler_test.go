@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -326,6 +327,45 @@ func TestAssemblerPassSaysMore(t *testing.T) {
 		if n != want.n || more != want.more {
 			t.Errorf("pass %d: %d traces, more %v; want %d, %v", i+1, n, more, want.n, want.more)
 		}
+	}
+}
+
+// TestAssemblerRestsBetweenChainedPasses: Run rests after a pass that left
+// more for the next, as long as the pass took, and not after one that
+// caught up.
+func TestAssemblerRestsBetweenChainedPasses(t *testing.T) {
+	a := openAssembler(t)
+	a.MaxSpans = 4 // two of the three inserts below
+	a.Interval = 20 * time.Millisecond
+	var mu sync.Mutex
+	var rests []time.Duration
+	a.rest = func(_ context.Context, d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		rests = append(rests, d)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Minute)
+	for _, trace := range []string{"r1", "r2", "r3"} {
+		a.mustInsert(t, agentSpan(trace, "root", "", now, false), agentSpan(trace, "c1", "root", now.Add(time.Millisecond), true))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		a.Run(ctx)
+		close(done)
+	}()
+	for deadline := time.Now().Add(30 * time.Second); len(liveRows(t, a, "r3")) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("r3 not assembled within 30 s")
+		}
+	}
+	time.Sleep(10 * a.Interval) // passes that find nothing: no rest
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(rests) != 1 || rests[0] <= 0 || rests[0] > 10*time.Second {
+		t.Errorf("rests %v, want one after the first pass, as long as it took", rests)
 	}
 }
 
