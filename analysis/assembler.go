@@ -49,8 +49,23 @@ const watermarkName = "assembler"
 // load take seconds.
 const BehindAfter = time.Minute
 
-// Behind reports whether a watermark trails now by BehindAfter or more.
-func Behind(wm, now time.Time) bool { return now.Sub(wm) >= BehindAfter }
+// Progress is how far assembly has come: an Assembler's watermark, read
+// from PostgreSQL whichever node assembles.
+type Progress interface {
+	Watermark(ctx context.Context) (wm time.Time, ok bool, err error)
+}
+
+// AssemblyBehind returns p's watermark and whether it trails now by
+// BehindAfter or more, for the pages' notice and share snapshots alike. A
+// nil p, or a watermark it cannot read, says nothing: the stores' health
+// is /readyz's to report, and a page should not fail over it.
+func AssemblyBehind(ctx context.Context, p Progress, now time.Time) (time.Time, bool) {
+	if p == nil {
+		return time.Time{}, false
+	}
+	wm, ok, err := p.Watermark(ctx)
+	return wm, err == nil && ok && now.Sub(wm) >= BehindAfter
+}
 
 func (a *Assembler) defaults() {
 	if a.Lag <= 0 {

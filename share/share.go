@@ -53,9 +53,7 @@ type Service struct {
 	PublicURL string
 	// Assembly is how far the assembler has come (analysis.Assembler);
 	// nil: snapshots do not record it.
-	Assembly interface {
-		Watermark(ctx context.Context) (wm time.Time, ok bool, err error)
-	}
+	Assembly analysis.Progress
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -276,11 +274,8 @@ func (s *Service) Freeze(ctx context.Context, project uint32, path string) (Snap
 // is no later than what that data saw. A watermark it cannot read is left
 // out rather than failing the link: the page's data is what matters.
 func (s *Service) assembledThrough(ctx context.Context, now time.Time) *time.Time {
-	if s.Assembly == nil {
-		return nil
-	}
-	wm, ok, err := s.Assembly.Watermark(ctx)
-	if err != nil || !ok || !analysis.Behind(wm, now) {
+	wm, behind := analysis.AssemblyBehind(ctx, s.Assembly, now)
+	if !behind {
 		return nil
 	}
 	return &wm

@@ -32,7 +32,7 @@ type Snapshot struct {
 	Path    string    `json:"path"` // the page with absolute times
 	TakenAt time.Time `json:"taken_at"`
 	// AssembledThrough is set when assembly trailed the spans received
-	// (analysis.Behind) as the snapshot was taken: requests from spans that
+	// (analysis.AssemblyBehind) as the snapshot was taken: requests from spans that
 	// arrived after it are missing from the page, and a reader of the link
 	// days later must be told, as the live page told its viewer.
 	AssembledThrough *time.Time `json:"assembled_through,omitempty"`

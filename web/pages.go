@@ -135,14 +135,9 @@ func (s *Server) assemblyNotice(ctx context.Context, now time.Time) string {
 }
 
 // assemblyBehind returns the assembler's watermark and whether it trails
-// now by analysis.BehindAfter or more. A watermark it cannot read says
-// nothing: the stores' health is /readyz's to report.
+// now by analysis.BehindAfter or more.
 func (s *Server) assemblyBehind(ctx context.Context, now time.Time) (time.Time, bool) {
-	if s.deps.Assembly == nil {
-		return time.Time{}, false
-	}
-	wm, ok, err := s.deps.Assembly.Watermark(ctx)
-	return wm, err == nil && ok && analysis.Behind(wm, now)
+	return analysis.AssemblyBehind(ctx, s.deps.Assembly, now)
 }
 
 // render writes a templ component with a status code.

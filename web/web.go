@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/store/postgres"
 	"github.com/tokenpath/tokenpath/web/views"
@@ -37,9 +38,7 @@ type Deps struct {
 	Ingest interface{ Health() error }
 	// Assembly says how far assembled LLM requests trail the spans received
 	// (optional): pages show a notice when they are behind.
-	Assembly interface {
-		Watermark(ctx context.Context) (wm time.Time, ok bool, err error)
-	}
+	Assembly analysis.Progress
 	// Metrics is Tokenpath's own Prometheus registry, served at /metrics.
 	Metrics  *prometheus.Registry
 	Queries  Queries
