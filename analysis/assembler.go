@@ -40,6 +40,7 @@ type Assembler struct {
 	Now func() time.Time
 	// rest waits between chained passes (tests record it); nil sleeps.
 	rest func(ctx context.Context, d time.Duration)
+	times passTimes
 }
 
 const watermarkName = "assembler"
@@ -131,6 +132,7 @@ func (a *Assembler) Step(ctx context.Context) (int, error) {
 // next tick.
 func (a *Assembler) step(ctx context.Context) (n int, more bool, err error) {
 	a.defaults()
+	t := time.Now()
 	wm, err := a.watermark(ctx)
 	if err != nil {
 		return 0, false, err
@@ -153,6 +155,8 @@ func (a *Assembler) step(ctx context.Context) (n int, more bool, err error) {
 		return 0, false, fmt.Errorf("find new inserts: %w", err)
 	}
 	if r.Len() == 0 {
+		t = a.times.since("find", t)
+		defer a.times.since("watermark", t)
 		return 0, false, a.setWatermark(ctx, upper)
 	}
 	// Take inserts while they fit the budget, and the first one whatever
@@ -180,6 +184,7 @@ func (a *Assembler) step(ctx context.Context) (n int, more bool, err error) {
 		traces[project] = append(traces[project], w.String("trace_id"))
 		n++
 	}
+	a.times.since("find", t)
 	for project, ids := range traces {
 		// One large insert can bring any number of traces at once: its ids
 		// are taken in chunks, so no statement outgrows the store's
@@ -192,6 +197,7 @@ func (a *Assembler) step(ctx context.Context) (n int, more bool, err error) {
 			}
 		}
 	}
+	defer a.times.since("watermark", time.Now())
 	return n, more, a.setWatermark(ctx, upper)
 }
 
@@ -246,10 +252,12 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 	// Both reads below select by trace_id, which neither table's key or
 	// partition can prune: bounded by the new traces' starts they read the
 	// days those traces span instead of the whole retention.
+	t := time.Now()
 	within, args, err := a.traceWindow(ctx, project, traceIDs)
 	if err != nil {
 		return err
 	}
+	t = a.times.since("bounds", t)
 	// No FINAL: a span stored twice (a retried export) is the same span,
 	// and assemble.Traces keeps one copy of each (trace_id, span_id).
 	// PREWHERE reads trace_id first and the other columns only where it matches.
@@ -259,6 +267,7 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 		return fmt.Errorf("load spans: %w", err)
 	}
 	spans := scanAssemblySpans(r)
+	t = a.times.since("spans", t)
 	if len(spans) == 0 {
 		return nil
 	}
@@ -300,7 +309,9 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 			}
 		}
 	}
+	t = a.times.since("events", t)
 	reqs := assemble.Traces(spans, hist, a.Options)
+	t = a.times.since("derive", t)
 
 	// Rows an earlier pass wrote that this one no longer produces (e.g. a
 	// server-only row replaced once the client span arrived) get tombstones.
@@ -320,6 +331,7 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 	for _, old := range liveRequests(er) {
 		live[rowKey(old)] = &old
 	}
+	t = a.times.since("existing", t)
 	var changed, replaced []telemetry.LLMRequest
 	for i := range reqs {
 		k := rowKey(reqs[i])
@@ -336,9 +348,11 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 	for _, old := range live {
 		gone = append(gone, *old)
 	}
+	t = a.times.since("derive", t)
 	if len(changed)+len(gone) == 0 {
 		return nil
 	}
+	defer a.times.since("write", t)
 	return a.CH.Insert(ctx, clickhouse.RequestsRewriteBatch(changed, gone, replaced, uint64(a.Now().UnixNano())))
 }
 

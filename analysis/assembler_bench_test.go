@@ -15,11 +15,13 @@ import (
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
-// BenchmarkAssemblerPass times assembler passes over fresh traffic (2000
-// new traces, 8000 spans, per pass) while spans and llm_requests already
-// hold days of data: what a pass costs as retention fills up. The stored
-// sizes are TOKENPATH_BENCH_STORED_SPANS (comma-separated, growing; default
-// 200000), spread over the last 7 days, one assembled row per stored trace.
+// BenchmarkAssemblerPass times assembler passes over fresh traffic
+// (TOKENPATH_BENCH_PASS_TRACES new traces of four spans per pass, default
+// 2000; a pass catching up takes 50000) while spans and llm_requests
+// already hold days of data: what a pass costs as retention fills up. The
+// stored sizes are TOKENPATH_BENCH_STORED_SPANS (comma-separated, growing;
+// default 200000), spread over the last 7 days, one assembled row per
+// stored trace.
 //
 //	TOKENPATH_BENCH_STORED_SPANS=500000,3000000 go test -run - -bench AssemblerPass -benchtime 10x ./analysis/
 func BenchmarkAssemblerPass(b *testing.B) {
@@ -34,7 +36,16 @@ func BenchmarkAssemblerPass(b *testing.B) {
 			sizes = append(sizes, n)
 		}
 	}
+	perPass := 2000
+	if env := os.Getenv("TOKENPATH_BENCH_PASS_TRACES"); env != "" {
+		n, err := strconv.Atoi(env)
+		if err != nil || n <= 0 {
+			b.Fatalf("TOKENPATH_BENCH_PASS_TRACES=%q: want a positive whole number", env)
+		}
+		perPass = n
+	}
 	a := openAssembler(b)
+	a.MaxSpans = 4 * perPass
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	now := time.Now().UTC()
@@ -76,8 +87,8 @@ func BenchmarkAssemblerPass(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				b.StopTimer()
-				fresh := make([]telemetry.Span, 0, 8000)
-				for range 2000 {
+				fresh := make([]telemetry.Span, 0, 4*perPass)
+				for range perPass {
 					fresh = append(fresh, benchTrace(rng, time.Now().Add(-time.Second))...)
 				}
 				if err := a.CH.Insert(ctx, clickhouse.SpansBatch(fresh)); err != nil {
@@ -92,8 +103,8 @@ func BenchmarkAssemblerPass(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if n != 2000 {
-					b.Fatalf("pass assembled %d traces, want 2000", n)
+				if n != perPass {
+					b.Fatalf("pass assembled %d traces, want %d", n, perPass)
 				}
 			}
 			b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/pass")

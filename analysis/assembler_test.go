@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/store/postgres"
 	"github.com/tokenpath/tokenpath/store/postgres/pgtest"
@@ -301,6 +303,38 @@ func TestAssemblerRouteAndTenant(t *testing.T) {
 		rows := liveRows(t, a, trace)
 		if c1, ok := rows["c1"]; !ok || c1.Route != want[0] || c1.Tenant != want[1] {
 			t.Errorf("trace %s: row %+v, want route %q tenant %q", trace, rows["c1"], want[0], want[1])
+		}
+	}
+}
+
+// TestAssemblerTimesStages: /metrics shows the time passes spent per stage;
+// a pass that writes rows ran every stage but events (no server span).
+func TestAssemblerTimesStages(t *testing.T) {
+	a := openAssembler(t)
+	now := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Minute)
+	a.mustInsert(t, agentSpan("s1", "root", "", now, false), agentSpan("s1", "c1", "root", now.Add(time.Millisecond), true))
+	a.mustStep(t)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(a.Collector())
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "tokenpath_assembler_seconds_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+		}
+	}
+	if len(got) != len(passStages) {
+		t.Errorf("stages %v, want one series for each of %v", got, passStages)
+	}
+	for _, stage := range []string{"find", "bounds", "spans", "existing", "derive", "write", "watermark"} {
+		if got[stage] <= 0 {
+			t.Errorf("stage %s: %v s after a pass that wrote rows", stage, got[stage])
 		}
 	}
 }

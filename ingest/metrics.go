@@ -7,17 +7,20 @@ import (
 
 // Metrics are Tokenpath's own ingest figures, served at /metrics.
 type Metrics struct {
-	Registry     *prometheus.Registry
-	Received     *prometheus.CounterVec // items received, by signal and transport
-	Accepted     *prometheus.CounterVec
-	Rejected     *prometheus.CounterVec // items refused per item (partial_success)
-	Requests     *prometheus.CounterVec // export requests by signal, transport and outcome
-	Overloaded   prometheus.Counter
-	QueueDepth   prometheus.Gauge // rows acknowledged, not yet in ClickHouse
-	Written      prometheus.Counter
-	WriteLatency prometheus.Histogram
-	WALSync      prometheus.Histogram // one group commit: write + fsync
-	ScrapeUp     *prometheus.GaugeVec // 1 when the last scrape of a /metrics target succeeded
+	Registry *prometheus.Registry
+	Received *prometheus.CounterVec // items received, by signal and transport
+	Accepted *prometheus.CounterVec
+	Rejected *prometheus.CounterVec // items refused per item (partial_success)
+	Requests *prometheus.CounterVec // export requests by signal, transport and outcome
+	// ExportLatency is the server's share of what exporters wait: from the
+	// handler's start to the acknowledgement, by signal and transport.
+	ExportLatency *prometheus.HistogramVec
+	Overloaded    prometheus.Counter
+	QueueDepth    prometheus.Gauge // rows acknowledged, not yet in ClickHouse
+	Written       prometheus.Counter
+	WriteLatency  prometheus.Histogram
+	WALSync       prometheus.Histogram // one group commit: write + fsync
+	ScrapeUp      *prometheus.GaugeVec // 1 when the last scrape of a /metrics target succeeded
 }
 
 // NewMetrics registers the ingest metrics in a fresh registry.
@@ -32,6 +35,9 @@ func NewMetrics() *Metrics {
 			Help: "Items refused as invalid (reported in partial_success)."}, []string{"signal", "transport"}),
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokenpath_ingest_requests_total",
 			Help: "Export requests by outcome."}, []string{"signal", "transport", "outcome"}),
+		ExportLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tokenpath_ingest_export_seconds",
+			Help:    "Time from receiving an export to acknowledging it (decode, normalize, write-ahead log).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"signal", "transport"}),
 		Overloaded: prometheus.NewCounter(prometheus.CounterOpts{Name: "tokenpath_ingest_overloaded_total",
 			Help: "Exports refused because the write path was saturated (429 / RESOURCE_EXHAUSTED)."}),
 		QueueDepth: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tokenpath_ingest_queue_rows",
@@ -45,7 +51,7 @@ func NewMetrics() *Metrics {
 		ScrapeUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokenpath_scrape_up",
 			Help: "1 if the last scrape of the Prometheus target succeeded, 0 if it failed."}, []string{"target"}),
 	}
-	m.Registry.MustRegister(m.Received, m.Accepted, m.Rejected, m.Requests, m.Overloaded, m.QueueDepth, m.Written, m.WriteLatency, m.WALSync, m.ScrapeUp,
+	m.Registry.MustRegister(m.Received, m.Accepted, m.Rejected, m.Requests, m.ExportLatency, m.Overloaded, m.QueueDepth, m.Written, m.WriteLatency, m.WALSync, m.ScrapeUp,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

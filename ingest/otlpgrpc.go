@@ -130,6 +130,7 @@ func grpcExport[Req any, PReq interface {
 	*Req
 	proto.Message
 }](r *Receiver, ctx context.Context, signal string, body []byte, lazy bool, export func(context.Context, uint32, PReq, []byte, string) (proto.Message, error)) (any, error) {
+	t0 := time.Now()
 	p, err := r.grpcProject(ctx, signal)
 	if err != nil {
 		return nil, err
@@ -153,6 +154,7 @@ func grpcExport[Req any, PReq interface {
 		return nil, r.grpcStatus(signal, err)
 	}
 	r.Pipeline.Metrics.Requests.WithLabelValues(signal, "grpc", "ok").Inc()
+	r.Pipeline.Metrics.ExportLatency.WithLabelValues(signal, "grpc").Observe(time.Since(t0).Seconds())
 	return resp, nil
 }
 

@@ -58,6 +58,7 @@ const (
 // malformedError when it cannot.
 func (r *Receiver) handle(signal string, newReq func() proto.Message, lazyProto bool, export func(context.Context, uint32, proto.Message, []byte) (proto.Message, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
+		t0 := time.Now()
 		enc := encProto
 		mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
 		if mt == "application/json" {
@@ -130,6 +131,7 @@ func (r *Receiver) handle(signal string, newReq func() proto.Message, lazyProto 
 			return
 		}
 		r.Pipeline.Metrics.Requests.WithLabelValues(signal, "http", "ok").Inc()
+		r.Pipeline.Metrics.ExportLatency.WithLabelValues(signal, "http").Observe(time.Since(t0).Seconds())
 		r.write(w, enc, http.StatusOK, resp)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"math"
 	"os"
 	"testing"
 	"time"
@@ -72,6 +73,16 @@ func TestIngestBenchSmoke(t *testing.T) {
 		if r.Max.PeakEngineHeld > 0 && len(r.Max.PeakEngineUses) == 0 {
 			t.Errorf("%s: engine tracked %.0f bytes at the peak but no memory by use was read", r.Transport, r.Max.PeakEngineHeld)
 		}
+		// The server counted the phase's acknowledged exports as the bench did.
+		if _, n, _ := r.Max.ServerExport.quantile(0.99, 0.25); n != float64(r.Max.Exports) {
+			t.Errorf("%s: the server timed %.0f exports in the first phase, the bench had %d acknowledged", r.Transport, n, r.Max.Exports)
+		}
+		if _, n, _ := r.Max.WALSync.quantile(0.99, 0.25); n == 0 {
+			t.Errorf("%s: no write-ahead log commit seen in the first phase", r.Transport)
+		}
+		if r.Max.AssemblerStages["write"] <= 0 || r.Max.AssemblerStages["spans"] <= 0 {
+			t.Errorf("%s: the assembler's stages were not timed: %v", r.Transport, r.Max.AssemblerStages)
+		}
 		if r.Max.Mem.Peak <= 0 || r.Max.ServerCores <= 0 {
 			t.Errorf("%s: server not observed: %+v, %.2f cores", r.Transport, r.Max.Mem, r.Max.ServerCores)
 		}
@@ -98,6 +109,25 @@ func TestMemoryUses(t *testing.T) {
 	}
 	if got := memoryUses(map[string]float64{"merges": 0}); got != "" {
 		t.Errorf("memoryUses of nothing held = %q, want empty", got)
+	}
+}
+
+func TestHistogramQuantile(t *testing.T) {
+	before := histogram{0.1: 5, 0.25: 5, 1: 5, math.Inf(1): 5}
+	after := histogram{0.1: 95, 0.25: 103, 1: 104, math.Inf(1): 105}
+	p99, n, slow := after.since(before).quantile(0.99, 0.25)
+	if n != 100 || slow != 2 || p99 != 1 {
+		t.Errorf("p99 ≤ %g over %g, %g slow; want ≤ 1 over 100, 2 slow", p99, n, slow)
+	}
+	if p50, _, _ := after.since(before).quantile(0.5, 0.25); p50 != 0.1 {
+		t.Errorf("p50 ≤ %g, want ≤ 0.1", p50)
+	}
+}
+
+func TestStageTimes(t *testing.T) {
+	got := stageTimes(map[string]float64{"spans": 2.5, "write": 4, "find": 0.25})
+	if want := " 6.8 s in all, write 4.0, spans 2.5, find 0.2"; got != want {
+		t.Errorf("stageTimes = %q, want %q", got, want)
 	}
 }
 

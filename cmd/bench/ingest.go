@@ -93,6 +93,12 @@ type phaseStats struct {
 	PeakHeapInuse, PeakEngineHeld     float64
 	PeakAllocResident, PeakAllocDirty float64
 	PeakEngineUses                    map[string]float64
+	// The server's own view of the phase (its /metrics histograms): time
+	// to acknowledge an export, and the write-ahead log's group commits.
+	ServerExport, WALSync histogram
+	// The assembler's time by pass stage from the phase's start until it
+	// caught up (or the bench stopped waiting), seconds.
+	AssemblerStages map[string]float64
 }
 
 // catchUp says when the assembler caught up after the drain, or that it
@@ -192,6 +198,31 @@ func logPhaseCPU(logf func(string, ...any), tr, phase string, p *phaseStats) {
 		p.ServerCores, p.OtherCores, p.AssemblerMaxLag.Round(100*time.Millisecond), p.catchUp(),
 		p.percentile(0.5).Round(time.Millisecond), p.percentile(0.9).Round(time.Millisecond), p.percentile(0.99).Round(time.Millisecond),
 		p.percentile(0.999).Round(time.Millisecond), p.percentile(1).Round(time.Millisecond))
+	for _, h := range []struct {
+		what string
+		h    histogram
+	}{{"server's time to acknowledge an export", p.ServerExport}, {"write-ahead log group commit", p.WALSync}} {
+		p99, n, slow := h.h.quantile(0.99, 0.25)
+		logf("%s: %s phase: %s: p99 ≤ %gs over %.0f, %.0f over 250 ms", tr, phase, h.what, p99, n, slow)
+	}
+	logf("%s: %s phase: assembler's time by stage until assembled:%s", tr, phase, stageTimes(p.AssemblerStages))
+}
+
+// stageTimes lists the assembler's stages, longest first.
+func stageTimes(secs map[string]float64) string {
+	stages := make([]string, 0, len(secs))
+	total := 0.0
+	for s, v := range secs {
+		stages = append(stages, s)
+		total += v
+	}
+	sort.Slice(stages, func(i, j int) bool { return secs[stages[i]] > secs[stages[j]] })
+	var b strings.Builder
+	fmt.Fprintf(&b, " %.1f s in all", total)
+	for _, s := range stages {
+		fmt.Fprintf(&b, ", %s %.1f", s, secs[s])
+	}
+	return b.String()
 }
 
 // runIngest runs the whole ingest bench and returns its figures.
@@ -529,11 +560,15 @@ func (s *sampler) secondHalf() (acked, written float64) {
 }
 
 // phaseClock holds the CPU counters at the start of a phase.
-type phaseClock struct{ server, self, machine time.Duration }
+type phaseClock struct {
+	server, self, machine time.Duration
+	metrics               serverMetrics
+}
 
-func (t *ingestTarget) beginPhase() phaseClock {
+func (t *ingestTarget) beginPhase(ctx context.Context) phaseClock {
 	resetPeak(t.pid)
-	return phaseClock{cpuTime(t.pid), cpuTime(os.Getpid()), machineBusy()}
+	m, _ := scrapeMetrics(ctx, t.web)
+	return phaseClock{cpuTime(t.pid), cpuTime(os.Getpid()), machineBusy(), m}
 }
 
 func (t *ingestTarget) endPhase(ctx context.Context, st *phaseStats, c *phaseCounters, s *sampler, wall time.Duration, clk phaseClock) {
@@ -555,6 +590,7 @@ func (t *ingestTarget) endPhase(ctx context.Context, st *phaseStats, c *phaseCou
 	st.Mem = readMem(t.pid)
 	m, _ := scrapeMetrics(ctx, t.web)
 	st.Backlog = m.QueueRows
+	st.ServerExport, st.WALSync = m.ExportSecs.since(clk.metrics.ExportSecs), m.WALSyncSecs.since(clk.metrics.WALSyncSecs)
 	st.Drain = t.drain(ctx, s)
 	// Sustained is end to end: the phase's acknowledged spans over the time
 	// until the last of them was in ClickHouse. Acknowledging faster than
@@ -566,6 +602,12 @@ func (t *ingestTarget) endPhase(ctx context.Context, st *phaseStats, c *phaseCou
 	}
 	st.AssemblerCatchUp, st.AssemblerBehind = t.assembled(ctx, s)
 	st.AssemblerMaxLag = s.maxLag
+	if m, err := scrapeMetrics(ctx, t.web); err == nil {
+		st.AssemblerStages = map[string]float64{}
+		for stage, secs := range m.AssemblerSecs {
+			st.AssemblerStages[stage] = secs - clk.metrics.AssemblerSecs[stage]
+		}
+	}
 	if st.Acked > 0 {
 		st.AssembledCPUPerSpan = (cpuTime(t.pid) - clk.server) / time.Duration(st.Acked)
 	}
@@ -691,7 +733,7 @@ func (t *ingestTarget) closedLoop(ctx context.Context, transport string, n int, 
 			_ = e.close()
 		}
 	}()
-	clk := t.beginPhase()
+	clk := t.beginPhase(ctx)
 	s := startSampler(ctx, t.web, t.pid, &c.acked, t.watermarks)
 	start := time.Now()
 	stopAt := start.Add(d)
@@ -738,7 +780,7 @@ func (t *ingestTarget) openLoop(ctx context.Context, transport string, rate floa
 	}()
 	spans := t.templates[0].spans
 	interval := time.Duration(float64(time.Second) * float64(spans) / rate)
-	clk := t.beginPhase()
+	clk := t.beginPhase(ctx)
 	s := startSampler(ctx, t.web, t.pid, &c.acked, t.watermarks)
 	start := time.Now()
 	stopAt := start.Add(d)

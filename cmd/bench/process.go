@@ -8,12 +8,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -279,6 +281,60 @@ type serverMetrics struct {
 	AllocResident, AllocDirty float64
 	// The engine's memory by use (statements, merges, caches…), bytes.
 	EngineUses map[string]float64
+	// Cumulative histograms: the server's time to acknowledge a traces
+	// export (both transports) and the write-ahead log's group commits.
+	ExportSecs, WALSyncSecs histogram
+	// The assembler's time by pass stage, seconds.
+	AssemblerSecs map[string]float64
+}
+
+// histogram is a Prometheus histogram's cumulative bucket counts by upper
+// bound (+Inf included).
+type histogram map[float64]float64
+
+// since is h minus an earlier reading of the same histogram.
+func (h histogram) since(before histogram) histogram {
+	d := histogram{}
+	for le, n := range h {
+		d[le] = n - before[le]
+	}
+	return d
+}
+
+// quantile is the upper bound of the bucket holding the q-quantile, and
+// how many observations exceeded over.
+func (h histogram) quantile(q, over float64) (bound float64, count, above float64) {
+	les := make([]float64, 0, len(h))
+	for le := range h {
+		les = append(les, le)
+	}
+	sort.Float64s(les)
+	if len(les) == 0 {
+		return 0, 0, 0
+	}
+	count = h[les[len(les)-1]]
+	bound = math.Inf(1)
+	for _, le := range les {
+		if h[le] >= q*count && math.IsInf(bound, 1) {
+			bound = le
+		}
+		if le <= over {
+			above = count - h[le]
+		}
+	}
+	return bound, count, above
+}
+
+// add adds a bucket line's count (name{...,le="x"} n) to h.
+func (h histogram) add(labels string, v float64) {
+	i := strings.Index(labels, `le="`)
+	if i < 0 {
+		return
+	}
+	le, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSuffix(labels[i+4:], "}"), `"`), 64)
+	if err == nil {
+		h[le] += v
+	}
 }
 
 func scrapeMetrics(ctx context.Context, webAddr string) (serverMetrics, error) {
@@ -288,7 +344,7 @@ func scrapeMetrics(ctx context.Context, webAddr string) (serverMetrics, error) {
 		return serverMetrics{}, err
 	}
 	defer resp.Body.Close()
-	var m serverMetrics
+	m := serverMetrics{ExportSecs: histogram{}, WALSyncSecs: histogram{}, AssemblerSecs: map[string]float64{}}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -324,6 +380,15 @@ func scrapeMetrics(ctx context.Context, webAddr string) (serverMetrics, error) {
 		case `tokenpath_clickhouse_allocator_bytes{state="dirty"}`:
 			m.AllocDirty = v
 		default:
+			if l, ok := strings.CutPrefix(name, `tokenpath_ingest_export_seconds_bucket{signal="traces",`); ok {
+				m.ExportSecs.add(l, v)
+			}
+			if l, ok := strings.CutPrefix(name, `tokenpath_ingest_wal_sync_seconds_bucket{`); ok {
+				m.WALSyncSecs.add(l, v)
+			}
+			if stage, ok := strings.CutPrefix(name, `tokenpath_assembler_seconds_total{stage="`); ok {
+				m.AssemblerSecs[strings.TrimSuffix(stage, `"}`)] = v
+			}
 			if use, ok := strings.CutPrefix(name, `tokenpath_clickhouse_memory_bytes{use="`); ok {
 				if m.EngineUses == nil {
 					m.EngineUses = map[string]float64{}
