@@ -39,7 +39,7 @@ type Assembler struct {
 	// Now is the clock (tests).
 	Now func() time.Time
 	// rest waits between chained passes (tests record it); nil sleeps.
-	rest func(ctx context.Context, d time.Duration)
+	rest  func(ctx context.Context, d time.Duration)
 	times passTimes
 }
 
