@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -192,7 +193,7 @@ func (a *Assembler) step(ctx context.Context) (n int, more bool, err error) {
 		for len(ids) > 0 {
 			chunk := ids[:min(len(ids), tracesPerStatement)]
 			ids = ids[len(chunk):]
-			if err := a.assemble(ctx, project, chunk); err != nil {
+			if err := a.assemble(ctx, project, chunk, wm, upper); err != nil {
 				return 0, false, err
 			}
 		}
@@ -247,22 +248,26 @@ func scanAssemblySpans(r *clickhouse.Result) []telemetry.Span {
 }
 
 // assemble rebuilds the rows of the given traces of one project (those
-// that received spans since the watermark; distinct ids).
-func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []string) error {
+// that received spans in the inserts in (after, upper]; distinct ids).
+func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []string, after, upper time.Time) error {
 	// Both reads below select by trace_id, which neither table's key or
 	// partition can prune: bounded by the new traces' starts they read the
 	// days those traces span instead of the whole retention.
 	t := time.Now()
-	within, args, err := a.traceWindow(ctx, project, traceIDs)
+	within, args, fresh, err := a.traceWindow(ctx, project, traceIDs, after)
 	if err != nil {
 		return err
 	}
 	t = a.times.since("bounds", t)
+	spansWithin, spansArgs := within, args
+	if fresh {
+		spansWithin, spansArgs = within+freshSpans, append(slices.Clip(args), after, upper)
+	}
 	// No FINAL: a span stored twice (a retried export) is the same span,
 	// and assemble.Traces keeps one copy of each (trace_id, span_id).
 	// PREWHERE reads trace_id first and the other columns only where it matches.
-	r, err := a.CH.Query(ctx, "SELECT "+assemblySpanColumns+" FROM spans PREWHERE project_id = ?"+within+" AND trace_id IN ?"+assemblyReadSettings,
-		append(append([]any{project}, args...), clickhouse.StringSet(traceIDs))...)
+	r, err := a.CH.Query(ctx, "SELECT "+assemblySpanColumns+" FROM spans PREWHERE project_id = ?"+spansWithin+" AND trace_id IN ?"+assemblyReadSettings,
+		append(append([]any{project}, spansArgs...), clickhouse.StringSet(traceIDs))...)
 	if err != nil {
 		return fmt.Errorf("load spans: %w", err)
 	}
@@ -356,43 +361,63 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 	return a.CH.Insert(ctx, clickhouse.RequestsRewriteBatch(changed, gone, replaced, uint64(a.Now().UnixNano())))
 }
 
-// traceStarts reads the first and last span start of a project's traces
-// (distinct ids) from trace_bounds (ordered by trace id in small granules:
-// at most one granule per trace is read) and how many of them have bounds.
-func traceStarts(ctx context.Context, ch *clickhouse.Store, project uint32, traceIDs []string, settings string) (lo, hi time.Time, bounded int, err error) {
-	r, err := ch.Query(ctx, `SELECT uniqExact(trace_id) AS bounded,
+// traceBounds is what trace_bounds says of a set of a project's traces
+// (distinct ids).
+type traceBounds struct {
+	lo, hi  time.Time // the first and last start of their spans
+	bounded int       // traces with bounds
+	// older counts the traces with a span stored at or before the time
+	// traceStarts was asked about.
+	older int
+}
+
+// traceStarts reads the bounds of a project's traces from trace_bounds
+// (ordered by trace id in small granules: at most one granule per trace is
+// read), and counts those with a span inserted at or before storedBy.
+func traceStarts(ctx context.Context, ch *clickhouse.Store, project uint32, traceIDs []string, storedBy time.Time, settings string) (traceBounds, error) {
+	r, err := ch.Query(ctx, `SELECT uniqExact(trace_id) AS bounded, uniqExactIf(trace_id, first_inserted <= ?) AS older,
 		CAST(min(first_start) AS DateTime64(9, 'UTC')) AS lo, CAST(max(last_start) AS DateTime64(9, 'UTC')) AS hi
-		FROM trace_bounds WHERE project_id = ? AND trace_id IN ?`+settings, project, clickhouse.StringSet(traceIDs))
+		FROM trace_bounds WHERE project_id = ? AND trace_id IN ?`+settings, storedBy, project, clickhouse.StringSet(traceIDs))
 	if err != nil {
-		return lo, hi, 0, fmt.Errorf("load trace bounds: %w", err)
+		return traceBounds{}, fmt.Errorf("load trace bounds: %w", err)
 	}
 	w := r.Row(0)
-	return w.Time("lo"), w.Time("hi"), int(w.Int("bounded")), nil
+	return traceBounds{lo: w.Time("lo"), hi: w.Time("hi"), bounded: int(w.Int("bounded")), older: int(w.Int("older"))}, nil
 }
 
 // traceWindow returns the condition (and its arguments) that bounds a read
-// of spans or llm_requests to the starts of the given traces (distinct
-// ids): every span of those traces, whatever its age, since the bounds
-// come from all their stored spans, not from the new ones. One long-lived
-// trace widens the pass's read to the days it spans. When a trace has no
-// bounds (spans stored while the view was missing), it returns no
-// condition: an unbounded pass is slow, a missed span is wrong.
-func (a *Assembler) traceWindow(ctx context.Context, project uint32, traceIDs []string) (string, []any, error) {
+// of spans or llm_requests to the given traces (distinct ids) of a pass
+// taking the inserts in (after, upper]: every span of those traces,
+// whatever its age, since the bounds come from all their stored spans, not
+// from the new ones. One long-lived trace widens the pass's read to the
+// days it spans. fresh says every one of the traces was first stored after
+// after: their spans are all in the pass's inserts, and freshSpans narrows
+// a read of spans to those. When a trace has no bounds (spans stored while
+// the view was missing), it returns no condition: an unbounded pass is
+// slow, a missed span is wrong.
+func (a *Assembler) traceWindow(ctx context.Context, project uint32, traceIDs []string, after time.Time) (within string, args []any, fresh bool, err error) {
 	if len(traceIDs) == 0 {
-		return "", nil, nil
+		return "", nil, false, nil
 	}
-	lo, hi, bounded, err := traceStarts(ctx, a.CH, project, traceIDs, assemblyReadSettings)
+	b, err := traceStarts(ctx, a.CH, project, traceIDs, after, assemblyReadSettings)
 	if err != nil {
-		return "", nil, err
+		return "", nil, false, err
 	}
-	if traces := len(traceIDs); bounded < traces {
+	if traces := len(traceIDs); b.bounded < traces {
 		if a.Log != nil {
-			a.Log.Warn("traces without bounds; reading spans unbounded", "project", project, "traces", traces, "bounded", bounded)
+			a.Log.Warn("traces without bounds; reading spans unbounded", "project", project, "traces", traces, "bounded", b.bounded)
 		}
-		return "", nil, nil
+		return "", nil, false, nil
 	}
-	return " AND start >= ? AND start <= ?", []any{lo, hi}, nil
+	return " AND start >= ? AND start <= ?", []any{b.lo, b.hi}, b.older == 0, nil
 }
+
+// freshSpans narrows a read of spans to the inserts in (after, upper],
+// which hold every span of fresh traces (traceWindow): idx_inserted skips
+// the granules of earlier inserts, which a read by start and trace id
+// alone decompresses and searches (several times the pass's spans when
+// traces' starts spread over the seconds it takes them to arrive).
+const freshSpans = " AND inserted_at > ? AND inserted_at <= ?"
 
 // liveRequests reduces rows selected with RequestColumns, row_version and
 // is_deleted to what FINAL returns: per key the row of the highest version

@@ -132,9 +132,16 @@ func TestAssemblerReadsWholeTraceAcrossDays(t *testing.T) {
 	}
 
 	a.mustInsert(t, agentSpan("long", "c2", "root", late, true))
-	within, args, err := a.traceWindow(ctx, 1, []string{"long"})
+	wm, err := a.watermark(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	within, args, fresh, err := a.traceWindow(ctx, 1, []string{"long"}, wm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh {
+		t.Error("the late trace has spans from before the watermark, yet it reads as fresh")
 	}
 	if within == "" || !args[0].(time.Time).Equal(old) || !args[1].(time.Time).Equal(late) {
 		t.Fatalf("bounds of the late trace: %q %v, want [%s, %s]", within, args, old, late)
@@ -168,11 +175,11 @@ func TestAssemblerWithoutBoundsReadsUnbounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.mustInsert(t, agentSpan("unbounded", "root", "", old, false), agentSpan("unbounded", "c1", "root", old.Add(time.Second), true))
-	if err := a.CH.Exec(ctx, "CREATE MATERIALIZED VIEW trace_bounds_mv TO trace_bounds AS SELECT project_id, trace_id, min(start) AS first_start, max(start) AS last_start FROM spans GROUP BY project_id, trace_id"); err != nil {
+	if err := a.CH.Exec(ctx, "CREATE MATERIALIZED VIEW trace_bounds_mv TO trace_bounds AS SELECT project_id, trace_id, min(start) AS first_start, max(start) AS last_start, min(inserted_at) AS first_inserted FROM spans GROUP BY project_id, trace_id"); err != nil {
 		t.Fatal(err)
 	}
 	a.mustInsert(t, agentSpan("bounded", "root", "", now.Add(-time.Minute), false), agentSpan("bounded", "c1", "root", now.Add(-time.Minute+time.Second), true))
-	within, _, err := a.traceWindow(ctx, 1, []string{"unbounded", "bounded"})
+	within, _, _, err := a.traceWindow(ctx, 1, []string{"unbounded", "bounded"}, time.Unix(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,8 +200,9 @@ func TestTraceBoundsBackfill(t *testing.T) {
 	a := openAssembler(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	// As before migration 0009: no table, no view.
-	for _, st := range []string{"DROP VIEW trace_bounds_mv", "DROP TABLE trace_bounds", "DELETE FROM schema_migrations WHERE version = '0009_trace_bounds'"} {
+	// As before migration 0009: no table, no view (and so no 0015 either).
+	for _, st := range []string{"DROP VIEW trace_bounds_mv", "DROP TABLE trace_bounds",
+		"DELETE FROM schema_migrations WHERE version IN ('0009_trace_bounds', '0015_trace_bounds_first_inserted')"} {
 		if err := a.CH.Exec(ctx, st); err != nil {
 			t.Fatal(err)
 		}
@@ -223,12 +231,52 @@ func TestTraceBoundsBackfill(t *testing.T) {
 			t.Errorf("bounds %s [%s, %s], want t%d [%s, %s]", w.String("trace_id"), w.Time("lo"), w.Time("hi"), i, first, first.Add(time.Duration(i+1)*time.Hour))
 		}
 	}
-	within, _, err := a.traceWindow(ctx, 1, []string{"t0", "t1", "t2"})
+	// Back-filled bounds do not know when the spans were stored: never fresh.
+	within, _, fresh, err := a.traceWindow(ctx, 1, []string{"t0", "t1", "t2"}, now.Add(-time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if within == "" {
 		t.Error("the back-filled traces are read unbounded")
+	}
+	if fresh {
+		t.Error("back-filled traces read as fresh: a pass would read only its own inserts of them")
+	}
+}
+
+// TestAssemblerFreshTraces: a pass reads the traces first stored since the
+// watermark from its own inserts only (every span they have is there), even
+// when they span several inserts, and the others the long way, with the
+// spans of earlier inserts.
+func TestAssemblerFreshTraces(t *testing.T) {
+	a := openAssembler(t)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Minute)
+	a.mustInsert(t, agentSpan("old", "root", "", now, false))
+	a.mustStep(t)
+	wm, err := a.watermark(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Since the watermark: the old trace's call, and a new trace in two inserts.
+	a.mustInsert(t, agentSpan("old", "c1", "root", now.Add(time.Millisecond), true), agentSpan("new", "root", "", now, false))
+	a.mustInsert(t, agentSpan("new", "c1", "root", now.Add(2*time.Millisecond), true))
+	for _, c := range []struct {
+		traces []string
+		fresh  bool
+	}{{[]string{"new"}, true}, {[]string{"old"}, false}, {[]string{"new", "old"}, false}} {
+		if _, _, fresh, err := a.traceWindow(ctx, 1, c.traces, wm); err != nil || fresh != c.fresh {
+			t.Errorf("traces %v: fresh %v (%v), want %v", c.traces, fresh, err, c.fresh)
+		}
+	}
+	// Each trace alone, as a pass with only it would take it.
+	for _, trace := range []string{"new", "old"} {
+		if err := a.assemble(ctx, 1, []string{trace}, wm, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if rows := liveRows(t, a, trace); len(rows) != 1 || rows["c1"].Route != "agent.run" || rows["c1"].PreInference == nil {
+			t.Errorf("trace %s: rows %+v, want c1 of route agent.run with its root's pre-inference time", trace, rows)
+		}
 	}
 }
 

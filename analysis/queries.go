@@ -1640,12 +1640,12 @@ func MetricsSQL(project uint32, services []string, width time.Duration, ranges .
 // bounds has no spans: the view fills them on every insert into spans, and
 // migration 0009 filled them for the spans before it.
 func (q *Queries) Trace(ctx context.Context, project uint32, traceID string) ([]telemetry.Span, []telemetry.LLMRequest, error) {
-	lo, hi, bounded, err := traceStarts(ctx, q.CH, project, []string{traceID}, "")
-	if err != nil || bounded == 0 {
+	b, err := traceStarts(ctx, q.CH, project, []string{traceID}, time.Unix(0, 0), "")
+	if err != nil || b.bounded == 0 {
 		return nil, nil, err
 	}
 	r, err := q.CH.Query(ctx, "SELECT "+clickhouse.SpanColumns+" FROM spans FINAL PREWHERE trace_id = ? WHERE project_id = ? AND start >= ? AND start <= ? ORDER BY start",
-		traceID, project, lo, hi)
+		traceID, project, b.lo, b.hi)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load trace: %w", err)
 	}
