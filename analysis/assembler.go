@@ -211,7 +211,8 @@ const tracesPerStatement = 60_000
 // assemblySpanColumns is what assembly needs of a span: the typed columns
 // and the route and tenant columns, not the attribute and resource maps,
 // which cost far more to read and decode (a map is read whole even for one
-// key).
+// key). The route and tenant come back as the attributes assembly reads
+// them from (clickhouse.ScanSpanCores).
 const assemblySpanColumns = clickhouse.SpanCoreColumns + ", route, tenant"
 
 // assemblyReadSettings keeps the assembler's reads to one thread, and that
@@ -223,29 +224,6 @@ const assemblySpanColumns = clickhouse.SpanCoreColumns + ", route, tenant"
 // no further behind. The engine applies the nice only with CAP_SYS_NICE
 // (root, or a container given it); without it the setting does nothing.
 const assemblyReadSettings = " SETTINGS max_threads = 1, os_thread_priority = 10"
-
-// scanAssemblySpans reads rows selected with assemblySpanColumns. The route
-// and tenant go back into the span as the attributes assembly reads them
-// from: the route under its key, the tenant under the first tenant key
-// (SpanTenant of it is the stored tenant).
-func scanAssemblySpans(r *clickhouse.Result) []telemetry.Span {
-	out := make([]telemetry.Span, r.Len())
-	for i := range out {
-		w := r.Row(i)
-		out[i] = clickhouse.SpanCore(w)
-		route, tenant := w.String("route"), w.String("tenant")
-		if route != "" || tenant != "" {
-			out[i].Attributes = make(map[string]string, 2)
-			if route != "" {
-				out[i].Attributes[telemetry.RouteAttribute] = route
-			}
-			if tenant != "" {
-				out[i].Attributes[telemetry.TenantAttributes[0]] = tenant
-			}
-		}
-	}
-	return out
-}
 
 // assemble rebuilds the rows of the given traces of one project (those
 // that received spans in the inserts in (after, upper]; distinct ids).
@@ -266,12 +244,11 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 	// No FINAL: a span stored twice (a retried export) is the same span,
 	// and assemble.Traces keeps one copy of each (trace_id, span_id).
 	// PREWHERE reads trace_id first and the other columns only where it matches.
-	r, err := a.CH.Query(ctx, "SELECT "+assemblySpanColumns+" FROM spans PREWHERE project_id = ?"+spansWithin+" AND trace_id IN ?"+assemblyReadSettings,
+	spans, err := a.CH.QuerySpanCores(ctx, "SELECT "+assemblySpanColumns+" FROM spans PREWHERE project_id = ?"+spansWithin+" AND trace_id IN ?"+assemblyReadSettings,
 		append(append([]any{project}, spansArgs...), clickhouse.StringSet(traceIDs))...)
 	if err != nil {
 		return fmt.Errorf("load spans: %w", err)
 	}
-	spans := scanAssemblySpans(r)
 	t = a.times.since("spans", t)
 	if len(spans) == 0 {
 		return nil
