@@ -26,3 +26,20 @@ func TestDiagnoseViewNamesTheSample(t *testing.T) {
 		t.Errorf("complete window mentions a sample: %q", full)
 	}
 }
+
+// TestJoinSentences: a trace snapshot's notice has one space between its
+// sentences, whichever of them are empty.
+func TestJoinSentences(t *testing.T) {
+	for _, c := range []struct {
+		in   []string
+		want string
+	}{
+		{[]string{"Snapshot taken.", "Expires in 1 day.", "", "Requests are behind."}, "Snapshot taken. Expires in 1 day. Requests are behind."},
+		{[]string{"Snapshot taken.", "", " ", ""}, "Snapshot taken."},
+		{[]string{"", "A. "}, "A."},
+	} {
+		if got := joinSentences(c.in...); got != c.want {
+			t.Errorf("joinSentences(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

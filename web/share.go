@@ -298,13 +298,24 @@ func (s *Server) sharedSnapshot(c echo.Context) error {
 		// The trace page itself (requests_page.go), from the frozen rows; the
 		// layout's notice carries the snapshot banner.
 		v := traceDetailView(snap.Trace.TraceID, snap.Trace.Spans, snap.Trace.Requests, snap.TakenAt)
-		p.Notice = strings.TrimSpace("Snapshot taken at " + info.TakenAt + " of " + info.Of +
-			". It is frozen: it shows what the page said then, even after the data is gone. " + info.Expires + " " + info.Behind + " " + p.Notice)
+		p.Notice = joinSentences("Snapshot taken at "+info.TakenAt+" of "+info.Of+
+			". It is frozen: it shows what the page said then, even after the data is gone.", info.Expires, info.Behind, p.Notice)
 		v.Page = p
 		return render(c, http.StatusOK, views.RequestDetail(v))
 	}
 	s.deps.Log.Error("share link with an unreadable snapshot", "id", row.ID, "kind", snap.Kind)
 	return echo.NewHTTPError(http.StatusInternalServerError, "This snapshot cannot be shown by this version of Tokenpath.")
+}
+
+// joinSentences joins the non-empty sentences with one space each.
+func joinSentences(sentences ...string) string {
+	var out []string
+	for _, s := range sentences {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // snapshotBehind tells the link's reader that requests were missing from
