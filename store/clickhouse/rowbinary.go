@@ -242,6 +242,25 @@ func newBinDecoder(t string) (binDecoder, error) {
 	return nil, errUnsupportedType
 }
 
+// header reads RowBinaryWithNamesAndTypes' column names and types.
+func (r *binReader) header() (names, types []string, err error) {
+	n := int(r.uvarint())
+	if r.err != nil || n > len(r.b) {
+		return nil, nil, fmt.Errorf("decode engine output: bad column count")
+	}
+	names, types = make([]string, n), make([]string, n)
+	for i := range names {
+		names[i] = string(r.bytes())
+	}
+	for i := range types {
+		types[i] = string(r.bytes())
+	}
+	if r.err != nil {
+		return nil, nil, fmt.Errorf("decode engine output header: %w", r.err)
+	}
+	return names, types, nil
+}
+
 // decodeRowBinary parses RowBinaryWithNamesAndTypes output. It returns
 // errUnsupportedType when a column's type has no binary decoder here.
 func decodeRowBinary(buf []byte) (*Result, error) {
@@ -250,21 +269,13 @@ func decodeRowBinary(buf []byte) (*Result, error) {
 		return res, nil
 	}
 	r := &binReader{b: buf}
-	n := int(r.uvarint())
-	if r.err != nil || n > len(buf) {
-		return nil, fmt.Errorf("decode engine output: bad column count")
+	var err error
+	if res.Columns, res.Types, err = r.header(); err != nil {
+		return nil, err
 	}
-	res.Columns = make([]string, n)
-	res.Types = make([]string, n)
-	for i := range res.Columns {
-		res.Columns[i] = string(r.bytes())
-	}
+	n := len(res.Columns)
 	decoders := make([]binDecoder, n)
 	for i := range res.Types {
-		res.Types[i] = string(r.bytes())
-		if r.err != nil {
-			return nil, fmt.Errorf("decode engine output header: %w", r.err)
-		}
 		d, err := newBinDecoder(res.Types[i])
 		if err != nil {
 			return nil, fmt.Errorf("column %s %s: %w", res.Columns[i], res.Types[i], err)

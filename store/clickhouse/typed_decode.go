@@ -281,19 +281,14 @@ func decodeTyped[T any](buf []byte, known map[string]typedColumn[T], rowSize int
 		return nil, nil
 	}
 	r := &binReader{b: buf}
-	n := int(r.uvarint())
-	if r.err != nil || n > len(buf) {
-		return nil, fmt.Errorf("decode engine output: bad column count")
+	names, types, err := r.header()
+	if err != nil {
+		return nil, err
 	}
-	names := make([]string, n)
-	for i := range names {
-		names[i] = string(r.bytes())
-	}
-	fields := make([]func(*binReader, *T, *numSlab), n)
+	fields := make([]func(*binReader, *T, *numSlab), len(names))
 	for i := range fields {
-		typ := string(r.bytes())
 		f, ok := known[names[i]]
-		if r.err != nil || !ok || f.typ != typ {
+		if !ok || f.typ != types[i] {
 			return nil, errUnsupportedType
 		}
 		fields[i] = f.set
@@ -305,7 +300,7 @@ func decodeTyped[T any](buf []byte, known map[string]typedColumn[T], rowSize int
 	var slab numSlab
 	chunk := max((len(buf)-r.off)/rowSize/8, 256)
 	var chunks [][]T
-	n = 0
+	n := 0
 	for r.off < len(buf) && r.err == nil {
 		if len(chunks) == 0 || len(chunks[len(chunks)-1]) == cap(chunks[len(chunks)-1]) {
 			chunks = append(chunks, make([]T, 0, chunk))

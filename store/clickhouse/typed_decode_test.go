@@ -37,30 +37,9 @@ func TestQueryRequestsMatchesScan(t *testing.T) {
 	if err := s.Insert(ctx, RequestsBatch(rows, nil, 1)); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{
-		"SELECT " + RequestColumns + " FROM llm_requests FINAL WHERE project_id = ? ORDER BY start",
-		"SELECT " + RequestColumns + ", version FROM llm_requests WHERE project_id = ? ORDER BY start", // version: generic path
-	} {
-		got, err := s.QueryRequests(ctx, q, 7)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := s.Query(ctx, q, 7)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := ScanRequests(r); !reflect.DeepEqual(got, want) {
-			for i := range want {
-				if i < len(got) && !reflect.DeepEqual(got[i], want[i]) {
-					t.Fatalf("%.60s: row %d\n got  %+v\n want %+v", q, i, got[i], want[i])
-				}
-			}
-			t.Fatalf("%.60s: %d rows, want %d", q, len(got), len(want))
-		}
-		if len(got) != len(rows) {
-			t.Fatalf("%d rows, want %d", len(got), len(rows))
-		}
-	}
+	typedMatchesScan(t, s, s.QueryRequests, ScanRequests, len(rows),
+		"SELECT "+RequestColumns+" FROM llm_requests FINAL WHERE project_id = ? ORDER BY start",
+		"SELECT "+RequestColumns+", version FROM llm_requests WHERE project_id = ? ORDER BY start") // version: generic path
 	// The typed path really is taken for RequestColumns.
 	out, err := s.b.(*embedded).run(ctx, "SELECT "+RequestColumns+" FROM llm_requests", rowBinaryFormat)
 	if err != nil {
@@ -104,31 +83,10 @@ func TestQuerySpanCoresMatchesScan(t *testing.T) {
 	if err := s.Insert(ctx, SpansBatch(spans)); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{
-		"SELECT " + SpanCoreColumns + ", route, tenant FROM spans WHERE project_id = ? ORDER BY start",
-		"SELECT " + SpanCoreColumns + " FROM spans WHERE project_id = ? ORDER BY start",
-		"SELECT " + SpanCoreColumns + ", route, tenant, kind FROM spans WHERE project_id = ? ORDER BY start", // kind: generic path
-	} {
-		got, err := s.QuerySpanCores(ctx, q, 7)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := s.Query(ctx, q, 7)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := ScanSpanCores(r); !reflect.DeepEqual(got, want) {
-			for i := range want {
-				if i < len(got) && !reflect.DeepEqual(got[i], want[i]) {
-					t.Fatalf("%.60s: row %d\n got  %+v\n want %+v", q, i, got[i], want[i])
-				}
-			}
-			t.Fatalf("%.60s: %d rows, want %d", q, len(got), len(want))
-		}
-		if len(got) != len(spans) {
-			t.Fatalf("%d rows, want %d", len(got), len(spans))
-		}
-	}
+	typedMatchesScan(t, s, s.QuerySpanCores, ScanSpanCores, len(spans),
+		"SELECT "+SpanCoreColumns+", route, tenant FROM spans WHERE project_id = ? ORDER BY start",
+		"SELECT "+SpanCoreColumns+" FROM spans WHERE project_id = ? ORDER BY start",
+		"SELECT "+SpanCoreColumns+", route, tenant, kind FROM spans WHERE project_id = ? ORDER BY start") // kind: generic path
 	// The route and tenant come back under the keys assembly reads.
 	got, err := s.QuerySpanCores(ctx, "SELECT "+SpanCoreColumns+", route, tenant FROM spans WHERE span_id = ?", spans[0].SpanID)
 	if err != nil || len(got) != 1 {
@@ -144,5 +102,34 @@ func TestQuerySpanCoresMatchesScan(t *testing.T) {
 	}
 	if _, err := decodeTyped(out, spanCoreFields(), 120); err != nil {
 		t.Fatalf("SpanCoreColumns do not decode on the typed path: %v", err)
+	}
+}
+
+// typedMatchesScan checks that a typed read of each query (of project 7)
+// returns exactly what the generic path (Result, then scan) does, want
+// rows of it.
+func typedMatchesScan[T any](t *testing.T, s *Store, typed func(context.Context, string, ...any) ([]T, error), scan func(*Result) []T, want int, queries ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, q := range queries {
+		got, err := typed(ctx, q, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Query(ctx, q, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if scanned := scan(r); !reflect.DeepEqual(got, scanned) {
+			for i := range scanned {
+				if i < len(got) && !reflect.DeepEqual(got[i], scanned[i]) {
+					t.Fatalf("%.60s: row %d\n got  %+v\n want %+v", q, i, got[i], scanned[i])
+				}
+			}
+			t.Fatalf("%.60s: %d rows, want %d", q, len(got), len(scanned))
+		}
+		if len(got) != want {
+			t.Fatalf("%.60s: %d rows, want %d", q, len(got), want)
+		}
 	}
 }
