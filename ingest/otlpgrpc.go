@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -80,7 +79,6 @@ func (r *Receiver) GRPCServerOptions() []grpc.ServerOption {
 		grpc.ForceServerCodecV2(rawCodec{grpcencoding.GetCodecV2(grpcproto.Name)}),
 		grpc.MaxRecvMsgSize(limit),
 		grpc.MaxConcurrentStreams(256),
-		grpc.StatsHandler(callsInProgress{r.Pipeline}),
 		// Bounded resources per client: a connection that never finishes its
 		// handshake is dropped after 10 s, an idle one after 5 minutes, and
 		// dead peers are found by keepalive pings.
@@ -89,29 +87,6 @@ func (r *Receiver) GRPCServerOptions() []grpc.ServerOption {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
 }
-
-// callsInProgress counts the node's gRPC calls as exports in progress
-// (Pipeline.Busy) from their start, when the headers are read, to their
-// end: a handler starts only once the message is read and decompressed,
-// and most of a 1 MB export's time on a busy node was before that.
-type callsInProgress struct{ p *Pipeline }
-
-func (c callsInProgress) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
-
-func (c callsInProgress) HandleRPC(_ context.Context, s stats.RPCStats) {
-	switch s.(type) {
-	case *stats.Begin:
-		c.p.exporting.Add(1)
-	case *stats.End:
-		c.p.exporting.Add(-1)
-	}
-}
-
-func (c callsInProgress) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
-	return ctx
-}
-
-func (c callsInProgress) HandleConn(context.Context, stats.ConnStats) {}
 
 func (r *Receiver) grpcProject(ctx context.Context, signal string) (uint32, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
@@ -156,6 +131,7 @@ func grpcExport[Req any, PReq interface {
 	proto.Message
 }](r *Receiver, ctx context.Context, signal string, body []byte, lazy bool, export func(context.Context, uint32, PReq, []byte, string) (proto.Message, error)) (any, error) {
 	t0 := time.Now()
+	defer r.Pipeline.beginExport()()
 	p, err := r.grpcProject(ctx, signal)
 	if err != nil {
 		return nil, err

@@ -211,8 +211,7 @@ func (p *Pipeline) Health() error {
 // of 1000 spans a second) about one is in progress on average.
 const busyExports = 3
 
-// beginExport marks an HTTP export in progress until the returned func
-// runs (gRPC calls are counted by callsInProgress).
+// beginExport marks an export in progress until the returned func runs.
 func (p *Pipeline) beginExport() func() {
 	p.exporting.Add(1)
 	return func() { p.exporting.Add(-1) }
