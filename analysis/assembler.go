@@ -37,9 +37,6 @@ type Assembler struct {
 	// the first one is taken whatever its size).
 	MaxSpans int
 	Options  assemble.Options
-	// Receivers, when set, say when exports are waiting on this node: a
-	// pass yields to them between its stages (yield).
-	Receivers Load
 	// Now is the clock (tests).
 	Now func() time.Time
 	// rest waits between chained passes (tests record it); nil sleeps.
@@ -110,36 +107,6 @@ func (a *Assembler) defaults() {
 // kernel lets the thread wait: export p99 went to 0.3–4 s.)
 const restPerPass = 1.0
 
-// Load is the work a pass yields to: the node's receivers, busy while
-// exports wait for a core.
-type Load interface{ Busy() bool }
-
-// A pass yields to busy receivers at most maxYield at a time, checking
-// every yieldPoll; it has five such points, so a node that never stops
-// receiving still assembles, at a quarter or so of its pace.
-const (
-	maxYield  = time.Second
-	yieldPoll = 10 * time.Millisecond
-)
-
-// yield waits while the receivers are busy, up to maxYield. Resting
-// between passes (restPerPass) keeps passes from running back to back, but
-// a pass itself holds a core for a second or two: exports arriving
-// meanwhile queued behind it, and at half the node's receive rate their
-// p99 was 1.4 s (bench ingest) against 50–80 ms when the assembler kept up.
-// Yielding at the pass's stage boundaries (each ~0.1–0.5 s) lets a queue of
-// exports drain before the next stage takes the core.
-func (a *Assembler) yield(ctx context.Context) {
-	if a.Receivers == nil || !a.Receivers.Busy() {
-		return
-	}
-	t0 := time.Now()
-	for i := 0; i < int(maxYield/yieldPoll) && a.Receivers.Busy() && ctx.Err() == nil; i++ {
-		a.rest(ctx, yieldPoll)
-	}
-	a.times.since("yield", t0)
-}
-
 // Run assembles until ctx is done. Only one node in a cluster works at a
 // time (advisory lock per pass).
 func (a *Assembler) Run(ctx context.Context) {
@@ -166,7 +133,6 @@ func (a *Assembler) Step(ctx context.Context) (int, error) {
 // next tick.
 func (a *Assembler) step(ctx context.Context) (n int, more bool, err error) {
 	a.defaults()
-	a.yield(ctx)
 	t := time.Now()
 	wm, err := a.watermark(ctx)
 	if err != nil {
@@ -265,15 +231,12 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 	// Both reads below select by trace_id, which neither table's key or
 	// partition can prune: bounded by the new traces' starts they read the
 	// days those traces span instead of the whole retention.
-	a.yield(ctx)
 	t := time.Now()
 	within, args, fresh, err := a.traceWindow(ctx, project, traceIDs, after)
 	if err != nil {
 		return err
 	}
-	a.times.since("bounds", t)
-	a.yield(ctx)
-	t = time.Now()
+	t = a.times.since("bounds", t)
 	spansWithin, spansArgs := within, args
 	if fresh {
 		spansWithin, spansArgs = within+freshSpans, append(slices.Clip(args), after, upper)
@@ -330,7 +293,7 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 	}
 	t = a.times.since("events", t)
 	reqs := assemble.Traces(spans, hist, a.Options)
-	a.times.since("derive", t)
+	t = a.times.since("derive", t)
 
 	// Rows an earlier pass wrote that this one no longer produces (e.g. a
 	// server-only row replaced once the client span arrived) get tombstones.
@@ -338,8 +301,6 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 	// of each key, unless deleted): FINAL merges the key columns of the
 	// whole table before the trace filter applies.
 	// A request starts when its LLM span does, so within its trace's bounds.
-	a.yield(ctx)
-	t = time.Now()
 	er, err := a.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+", toInt64(version) AS row_version, is_deleted FROM llm_requests PREWHERE project_id = ?"+within+" AND trace_id IN ?"+assemblyReadSettings,
 		append(append([]any{project}, args...), clickhouse.StringSet(traceIDs))...)
 	if err != nil {
@@ -369,12 +330,11 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 	for _, old := range live {
 		gone = append(gone, *old)
 	}
-	a.times.since("derive", t)
+	t = a.times.since("derive", t)
 	if len(changed)+len(gone) == 0 {
 		return nil
 	}
-	a.yield(ctx)
-	defer a.times.since("write", time.Now())
+	defer a.times.since("write", t)
 	return a.CH.Insert(ctx, clickhouse.RequestsRewriteBatch(changed, gone, replaced, uint64(a.Now().UnixNano())))
 }
 

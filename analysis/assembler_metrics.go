@@ -23,7 +23,6 @@ var passStages = []string{
 	"derive",    // building the requests and comparing them (Go)
 	"write",     // inserting new rows, retractions and tombstones
 	"watermark", // saving progress in PostgreSQL
-	"yield",     // waiting for busy receivers (Assembler.Receivers)
 }
 
 // passTimes accumulates the time passes spend per stage, so an operator
@@ -36,7 +35,7 @@ type passTimes struct {
 func (p *passTimes) counters() *prometheus.CounterVec {
 	p.once.Do(func() {
 		p.vec = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokenpath_assembler_seconds_total",
-			Help: "Time assembler passes spent, by stage (find, bounds, spans, events, existing, derive, write, watermark, and yield: waiting for busy receivers)."}, []string{"stage"})
+			Help: "Time assembler passes spent, by stage (find, bounds, spans, events, existing, derive, write, watermark)."}, []string{"stage"})
 		for _, s := range passStages {
 			p.vec.WithLabelValues(s)
 		}

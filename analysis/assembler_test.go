@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/store/postgres"
@@ -410,53 +409,6 @@ func TestAssemblerPassSaysMore(t *testing.T) {
 		if n != want.n || more != want.more {
 			t.Errorf("pass %d: %d traces, more %v; want %d, %v", i+1, n, more, want.n, want.more)
 		}
-	}
-}
-
-// busyLoad is receivers busy for the next n checks (-1: always).
-type busyLoad struct{ n int }
-
-func (b *busyLoad) Busy() bool {
-	if b.n == 0 {
-		return false
-	}
-	if b.n > 0 {
-		b.n--
-	}
-	return true
-}
-
-// TestAssemblerYieldsToBusyReceivers: a pass waits for busy receivers at
-// each of its five stage boundaries, at most maxYield each, so it still
-// assembles on a node that never stops receiving; it does not wait for
-// receivers that are not busy, nor once they stop being.
-func TestAssemblerYieldsToBusyReceivers(t *testing.T) {
-	a := openAssembler(t)
-	var polls int
-	a.rest = func(_ context.Context, d time.Duration) {
-		if d != yieldPoll {
-			t.Errorf("rest of %v in a pass, want polls of %v", d, yieldPoll)
-		}
-		polls++
-	}
-	now := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Minute)
-	for i, c := range []struct {
-		busy, polls int
-	}{{0, 0}, {-1, 5 * int(maxYield/yieldPoll)}, {4, 3}} {
-		trace := fmt.Sprint("y", i)
-		a.mustInsert(t, agentSpan(trace, "root", "", now, false), agentSpan(trace, "c1", "root", now.Add(time.Millisecond), true))
-		a.Receivers, polls = &busyLoad{c.busy}, 0
-		a.mustStep(t)
-		if polls != c.polls {
-			t.Errorf("receivers busy for %d checks: the pass polled %d times, want %d", c.busy, polls, c.polls)
-		}
-		if rows := liveRows(t, a, trace); len(rows) != 1 {
-			t.Errorf("receivers busy for %d checks: rows %+v, want c1", c.busy, rows)
-		}
-	}
-	var m dto.Metric
-	if err := a.times.counters().WithLabelValues("yield").Write(&m); err != nil || m.GetCounter().GetValue() <= 0 {
-		t.Errorf("yield stage %v s (%v) after passes that yielded", m.GetCounter().GetValue(), err)
 	}
 }
 

@@ -131,7 +131,6 @@ func grpcExport[Req any, PReq interface {
 	proto.Message
 }](r *Receiver, ctx context.Context, signal string, body []byte, lazy bool, export func(context.Context, uint32, PReq, []byte, string) (proto.Message, error)) (any, error) {
 	t0 := time.Now()
-	defer r.Pipeline.beginExport()()
 	p, err := r.grpcProject(ctx, signal)
 	if err != nil {
 		return nil, err

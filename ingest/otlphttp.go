@@ -59,7 +59,6 @@ const (
 func (r *Receiver) handle(signal string, newReq func() proto.Message, lazyProto bool, export func(context.Context, uint32, proto.Message, []byte) (proto.Message, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
 		t0 := time.Now()
-		defer r.Pipeline.beginExport()()
 		enc := encProto
 		mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
 		if mt == "application/json" {

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -300,71 +298,5 @@ func TestHealthFollowsTheWriteAheadLog(t *testing.T) {
 	}
 	if h := p.Health(); h != nil {
 		t.Fatalf("health after a durable export: %v", h)
-	}
-}
-
-// heldAuth holds every export at its key check until release is closed.
-type heldAuth struct {
-	arrived chan struct{}
-	release chan struct{}
-}
-
-func (h heldAuth) ProjectForKey(ctx context.Context, key string) (int64, error) {
-	h.arrived <- struct{}{}
-	<-h.release
-	return keyAuth(testKey).ProjectForKey(ctx, key)
-}
-
-// Busy counts the exports in progress on both transports, from the moment
-// the handler starts, and clears when they are answered.
-func TestBusyCountsExportsInProgress(t *testing.T) {
-	p, err := NewPipeline(filepath.Join(t.TempDir(), "wal"), nil, PipelineConfig{}, QuietLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.wal.Close()
-	srv := startTestReceiver(t, p)
-	held := heldAuth{arrived: make(chan struct{}), release: make(chan struct{})}
-	srv.recv.Auth = held
-	authed := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+testKey)
-	var wg sync.WaitGroup
-	errs := make(chan error, busyExports)
-	for i := range busyExports {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if i%2 == 0 {
-				_, err := srv.traces.Export(authed, otlptest.Traces(uint64(i), 2, time.Now().Add(-time.Minute)))
-				errs <- err
-				return
-			}
-			body, _ := proto.Marshal(otlptest.Traces(uint64(i), 2, time.Now().Add(-time.Minute)))
-			req, _ := http.NewRequest(http.MethodPost, srv.httpURL+"/v1/traces", bytes.NewReader(body))
-			req.Header.Set("Content-Type", "application/x-protobuf")
-			req.Header.Set("Authorization", "Bearer "+testKey)
-			resp, err := http.DefaultClient.Do(req)
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					err = fmt.Errorf("HTTP %d", resp.StatusCode)
-				}
-			}
-			errs <- err
-		}()
-		<-held.arrived
-		if busy, want := p.Busy(), i+1 >= busyExports; busy != want {
-			t.Errorf("%d exports in progress: busy %v, want %v", i+1, busy, want)
-		}
-	}
-	close(held.release)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Error(err)
-		}
-	}
-	if p.Busy() {
-		t.Error("busy after every export was answered")
 	}
 }

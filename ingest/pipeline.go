@@ -106,10 +106,6 @@ type Pipeline struct {
 	// a file per segment. Nil for a ClickHouse server.
 	stager spanStager
 
-	// exporting counts the exports being received, decoded and made
-	// durable now (Busy).
-	exporting atomic.Int64
-
 	instMu    sync.Mutex
 	instances map[instanceKey]bool
 	// written: resources already in the resources table, not written again.
@@ -205,21 +201,6 @@ func (p *Pipeline) Health() error {
 	}
 	return nil
 }
-
-// busyExports exports in progress at once mean they are queueing for a
-// core: one takes ~10–20 ms of CPU, and at the node's half load (~40 exports
-// of 1000 spans a second) about one is in progress on average.
-const busyExports = 3
-
-// beginExport marks an export in progress until the returned func runs.
-func (p *Pipeline) beginExport() func() {
-	p.exporting.Add(1)
-	return func() { p.exporting.Add(-1) }
-}
-
-// Busy reports whether exports are waiting on this node: background work
-// that can wait (the assembler) yields to them.
-func (p *Pipeline) Busy() bool { return p.exporting.Load() >= busyExports }
 
 // Saturated reports whether no export can be accepted now. Receivers ask
 // before reading and decoding a body, so a refusal under overload costs
