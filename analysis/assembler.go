@@ -394,6 +394,11 @@ func (a *Assembler) traceWindow(ctx context.Context, project uint32, traceIDs []
 // the granules of earlier inserts, which a read by start and trace id
 // alone decompresses and searches (several times the pass's spans when
 // traces' starts spread over the seconds it takes them to arrive).
+// A retry of an export stored after upper can replace a fresh trace's
+// spans in a merge before the pass reads them (spans keeps the latest
+// inserted_at of a duplicate), so the pass may see part of the trace: the
+// retry puts the trace in the next pass too, which reads it the long way
+// (its first span is then older than the watermark) and rewrites its rows.
 const freshSpans = " AND inserted_at > ? AND inserted_at <= ?"
 
 // liveRequests reduces rows selected with RequestColumns, row_version and
