@@ -22,9 +22,10 @@ func (s *Store) QueryRequests(ctx context.Context, sql string, args ...any) ([]t
 
 // QuerySpanCores runs a SELECT of SpanCoreColumns, optionally with the
 // route and tenant columns, and returns its rows as spans (ScanSpanCores).
-// The assembler reads every span of its traces this way: through Result
-// the boxing and the lookups by name cost ~1.5 µs per span, about a sixth
-// of a pass's CPU (BenchmarkAssemblerPass).
+// The assembler reads every span of its traces this way. In profiles of
+// BenchmarkAssemblerPass (200k spans a pass) Result and the scan took ~310
+// ms of a pass's ~1.8 s of CPU, the typed decode ~240 ms, with far less
+// garbage; whole passes measured the same within their noise.
 func (s *Store) QuerySpanCores(ctx context.Context, sql string, args ...any) ([]telemetry.Span, error) {
 	return queryTyped(ctx, s, spanCoreFields(), 120, ScanSpanCores, sql, args...)
 }
