@@ -602,18 +602,16 @@ func (t *ingestTarget) endPhase(ctx context.Context, st *phaseStats, c *phaseCou
 	}
 	st.AssemblerCatchUp, st.AssemblerBehind = t.assembled(ctx, s)
 	st.AssemblerMaxLag = s.maxLag
-	if m, err := scrapeMetrics(ctx, t.web); err == nil {
-		st.AssemblerStages = map[string]float64{}
-		for stage, secs := range m.AssemblerSecs {
-			st.AssemblerStages[stage] = secs - clk.metrics.AssemblerSecs[stage]
-		}
-	}
 	if st.Acked > 0 {
 		st.AssembledCPUPerSpan = (cpuTime(t.pid) - clk.server) / time.Duration(st.Acked)
 	}
 	// The peak covers the drain too: the backlog is written then.
 	st.Mem.Peak = max(readMem(t.pid).Peak, s.peakRSS)
 	m, _ = scrapeMetrics(ctx, t.web)
+	st.AssemblerStages = map[string]float64{}
+	for stage, secs := range m.AssemblerSecs {
+		st.AssemblerStages[stage] = secs - clk.metrics.AssemblerSecs[stage]
+	}
 	st.SpansPartsEnd = m.SpansParts
 	st.SpansPartsMax = max(s.maxParts, m.SpansParts)
 	st.SampledPeakRSS, st.PeakRSSFile = s.peakRSS, s.peakFile

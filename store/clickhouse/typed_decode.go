@@ -110,30 +110,18 @@ type numSlab struct {
 	durs   []time.Duration
 }
 
-func (s *numSlab) float(v float64) *float64 {
-	if len(s.floats) == 0 {
-		s.floats = make([]float64, 4096)
-	}
-	p := &s.floats[0]
-	*p, s.floats = v, s.floats[1:]
-	return p
-}
+func (s *numSlab) float(v float64) *float64                { return slabTake(&s.floats, 4096, v) }
+func (s *numSlab) int(v int64) *int64                      { return slabTake(&s.ints, 1024, v) }
+func (s *numSlab) duration(v time.Duration) *time.Duration { return slabTake(&s.durs, 1024, v) }
 
-func (s *numSlab) int(v int64) *int64 {
-	if len(s.ints) == 0 {
-		s.ints = make([]int64, 1024)
+// slabTake stores v in the next free slot of *free, a new chunk of chunk
+// slots when it is used up, and returns its address.
+func slabTake[T any](free *[]T, chunk int, v T) *T {
+	if len(*free) == 0 {
+		*free = make([]T, chunk)
 	}
-	p := &s.ints[0]
-	*p, s.ints = v, s.ints[1:]
-	return p
-}
-
-func (s *numSlab) duration(v time.Duration) *time.Duration {
-	if len(s.durs) == 0 {
-		s.durs = make([]time.Duration, 1024)
-	}
-	p := &s.durs[0]
-	*p, s.durs = v, s.durs[1:]
+	p := &(*free)[0]
+	*p, *free = v, (*free)[1:]
 	return p
 }
 
@@ -192,8 +180,8 @@ func nullDurationColumn[T any](dst func(*T) **time.Duration) typedColumn[T] {
 }
 
 // spanCoreFields maps SpanCoreColumns, route and tenant to their decoders.
-// route and tenant land in Attributes (ScanSpanCores); the tenant column
-// is read into Attributes after route, whichever comes first.
+// The route and tenant land in Attributes under the keys ScanSpanCores
+// uses, in whichever order the columns come.
 func spanCoreFields() map[string]typedColumn[telemetry.Span] {
 	type sp = telemetry.Span
 	return map[string]typedColumn[sp]{
