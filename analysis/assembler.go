@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -134,7 +133,7 @@ func (a *Assembler) Step(ctx context.Context) (int, error) {
 func (a *Assembler) step(ctx context.Context) (n int, more bool, err error) {
 	a.defaults()
 	t := time.Now()
-	wm, err := a.watermark(ctx)
+	wm, unfinished, err := a.progress(ctx)
 	if err != nil {
 		return 0, false, err
 	}
@@ -185,15 +184,21 @@ func (a *Assembler) step(ctx context.Context) (n int, more bool, err error) {
 		traces[project] = append(traces[project], w.String("trace_id"))
 		n++
 	}
-	a.times.since("find", t)
+	t = a.times.since("find", t)
+	if err := a.markWriting(ctx, upper); err != nil {
+		return 0, false, err
+	}
+	a.times.since("watermark", t)
+	p := pass{after: wm, upper: upper, unfinished: unfinished}
 	for project, ids := range traces {
 		// One large insert can bring any number of traces at once: its ids
 		// are taken in chunks, so no statement outgrows the store's
 		// max_query_size.
+		whole := len(ids) <= tracesPerStatement
 		for len(ids) > 0 {
 			chunk := ids[:min(len(ids), tracesPerStatement)]
 			ids = ids[len(chunk):]
-			if err := a.assemble(ctx, project, chunk, wm, upper); err != nil {
+			if err := a.assemble(ctx, p, project, chunk, whole); err != nil {
 				return 0, false, err
 			}
 		}
@@ -225,27 +230,48 @@ const assemblySpanColumns = clickhouse.SpanCoreColumns + ", route, tenant"
 // (root, or a container given it); without it the setting does nothing.
 const assemblyReadSettings = " SETTINGS max_threads = 1, os_thread_priority = 10"
 
+// pass is what one pass takes: the spans inserted in (after, upper].
+type pass struct {
+	after, upper time.Time
+	// unfinished says an earlier pass began writing rows past after and
+	// did not save its watermark (markWriting): traces first stored since
+	// after may have rows already.
+	unfinished bool
+}
+
 // assemble rebuilds the rows of the given traces of one project (those
-// that received spans in the inserts in (after, upper]; distinct ids).
-func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []string, after, upper time.Time) error {
+// that received spans in the pass's inserts; distinct ids); whole says
+// they are all the project's traces in the pass.
+func (a *Assembler) assemble(ctx context.Context, p pass, project uint32, traceIDs []string, whole bool) error {
 	// Both reads below select by trace_id, which neither table's key or
 	// partition can prune: bounded by the new traces' starts they read the
 	// days those traces span instead of the whole retention.
 	t := time.Now()
-	within, args, fresh, err := a.traceWindow(ctx, project, traceIDs, after)
+	within, args, fresh, err := a.traceWindow(ctx, project, traceIDs, p.after)
 	if err != nil {
 		return err
 	}
 	t = a.times.since("bounds", t)
-	spansWithin, spansArgs := within, args
-	if fresh {
-		spansWithin, spansArgs = within+freshSpans, append(slices.Clip(args), after, upper)
-	}
 	// No FINAL: a span stored twice (a retried export) is the same span,
 	// and assemble.Traces keeps one copy of each (trace_id, span_id).
 	// PREWHERE reads trace_id first and the other columns only where it matches.
-	spans, err := a.CH.QuerySpanCores(ctx, "SELECT "+assemblySpanColumns+" FROM spans PREWHERE project_id = ?"+spansWithin+" AND trace_id IN ?"+assemblyReadSettings,
-		append(append([]any{project}, spansArgs...), clickhouse.StringSet(traceIDs))...)
+	query := "SELECT " + assemblySpanColumns + " FROM spans PREWHERE project_id = ?" + within
+	spansArgs := append([]any{project}, args...)
+	switch {
+	case fresh && whole:
+		// Every span the pass inserted for the project belongs to one of
+		// these traces and every span of theirs is among them: the
+		// inserts alone select them, with no set of ids to build and probe.
+		query += freshSpans
+		spansArgs = append(spansArgs, p.after, p.upper)
+	case fresh:
+		query += freshSpans + " AND trace_id IN ?"
+		spansArgs = append(spansArgs, p.after, p.upper, clickhouse.StringSet(traceIDs))
+	default:
+		query += " AND trace_id IN ?"
+		spansArgs = append(spansArgs, clickhouse.StringSet(traceIDs))
+	}
+	spans, err := a.CH.QuerySpanCores(ctx, query+assemblyReadSettings, spansArgs...)
 	if err != nil {
 		return fmt.Errorf("load spans: %w", err)
 	}
@@ -301,17 +327,21 @@ func (a *Assembler) assemble(ctx context.Context, project uint32, traceIDs []str
 	// of each key, unless deleted): FINAL merges the key columns of the
 	// whole table before the trace filter applies.
 	// A request starts when its LLM span does, so within its trace's bounds.
-	er, err := a.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+", toInt64(version) AS row_version, is_deleted FROM llm_requests PREWHERE project_id = ?"+within+" AND trace_id IN ?"+assemblyReadSettings,
-		append(append([]any{project}, args...), clickhouse.StringSet(traceIDs))...)
-	if err != nil {
-		return fmt.Errorf("load existing requests: %w", err)
-	}
-	// A live row the pass derives again unchanged is not rewritten; one it
-	// changes is retracted beside its new version (the rollups subtract
-	// it), one it no longer derives gets a tombstone.
+	// Traces first stored since the pass's start have no rows unless a
+	// pass over them was cut short after writing some.
 	live := map[string]*telemetry.LLMRequest{}
-	for _, old := range liveRequests(er) {
-		live[rowKey(old)] = &old
+	if !fresh || p.unfinished {
+		er, err := a.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+", toInt64(version) AS row_version, is_deleted FROM llm_requests PREWHERE project_id = ?"+within+" AND trace_id IN ?"+assemblyReadSettings,
+			append(append([]any{project}, args...), clickhouse.StringSet(traceIDs))...)
+		if err != nil {
+			return fmt.Errorf("load existing requests: %w", err)
+		}
+		// A live row the pass derives again unchanged is not rewritten; one
+		// it changes is retracted beside its new version (the rollups
+		// subtract it), one it no longer derives gets a tombstone.
+		for _, old := range liveRequests(er) {
+			live[rowKey(old)] = &old
+		}
 	}
 	t = a.times.since("existing", t)
 	var changed, replaced []telemetry.LLMRequest
@@ -440,11 +470,44 @@ func rowKey(r telemetry.LLMRequest) string {
 }
 
 func (a *Assembler) watermark(ctx context.Context) (time.Time, error) {
-	wm, ok, err := a.Watermark(ctx)
-	if err == nil && !ok {
-		return time.Unix(0, 0).UTC(), nil
-	}
+	wm, _, err := a.progress(ctx)
 	return wm, err
+}
+
+// writingName marks how far a pass may have written rows (markWriting).
+const writingName = "assembler-writing"
+
+// progress returns the watermark (the epoch before the first pass) and
+// whether a pass that began writing past it did not save it: it failed or
+// its node died between its first insert and its watermark.
+func (a *Assembler) progress(ctx context.Context) (wm time.Time, unfinished bool, err error) {
+	rows, err := a.PG.Pool.Query(ctx, "SELECT name, watermark FROM assembly_watermarks WHERE name = ANY($1)", []string{watermarkName, writingName})
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read assembler watermark: %w", err)
+	}
+	var saved, writing int64
+	var name string
+	var ns int64
+	_, err = pgx.ForEachRow(rows, []any{&name, &ns}, func() error {
+		if name == watermarkName {
+			saved = ns
+		} else {
+			writing = ns
+		}
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read assembler watermark: %w", err)
+	}
+	return time.Unix(0, saved).UTC(), writing > saved, nil
+}
+
+// markWriting records, before a pass's first insert, that rows up to upper
+// may be written: if the pass does not save its watermark, the next one
+// reads the existing rows of every trace, fresh ones too, instead of
+// writing them twice (the rollups would count them twice).
+func (a *Assembler) markWriting(ctx context.Context, upper time.Time) error {
+	return a.saveMark(ctx, writingName, upper)
 }
 
 // Watermark is how far assembly has come, whichever node ran it: every
@@ -463,10 +526,14 @@ func (a *Assembler) Watermark(ctx context.Context) (wm time.Time, ok bool, err e
 }
 
 func (a *Assembler) setWatermark(ctx context.Context, t time.Time) error {
+	return a.saveMark(ctx, watermarkName, t)
+}
+
+func (a *Assembler) saveMark(ctx context.Context, name string, t time.Time) error {
 	_, err := a.PG.Pool.Exec(ctx, `INSERT INTO assembly_watermarks (name, watermark, updated_at) VALUES ($1, $2, now())
-		ON CONFLICT (name) DO UPDATE SET watermark = EXCLUDED.watermark, updated_at = now()`, watermarkName, t.UnixNano())
+		ON CONFLICT (name) DO UPDATE SET watermark = EXCLUDED.watermark, updated_at = now()`, name, t.UnixNano())
 	if err != nil {
-		return fmt.Errorf("save assembler watermark: %w", err)
+		return fmt.Errorf("save %s watermark: %w", name, err)
 	}
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
@@ -84,6 +86,7 @@ func BenchmarkAssemblerPass(b *testing.B) {
 		b.Run(fmt.Sprintf("stored=%d", stored), func(b *testing.B) {
 			var cpu time.Duration
 			spans := 0
+			stages0 := a.times.seconds()
 			b.ResetTimer()
 			for range b.N {
 				b.StopTimer()
@@ -109,8 +112,27 @@ func BenchmarkAssemblerPass(b *testing.B) {
 			}
 			b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/pass")
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(spans), "cpu-ns/span")
+			// Wall time per stage: where a pass's time goes, and which
+			// stage a change moved.
+			for stage, s := range a.times.seconds() {
+				if ms := 1000 * (s - stages0[stage]) / float64(b.N); ms >= 0.5 {
+					b.ReportMetric(ms, stage+"-ms/pass")
+				}
+			}
 		})
 	}
+}
+
+// seconds reads the time spent per stage so far.
+func (p *passTimes) seconds() map[string]float64 {
+	out := map[string]float64{}
+	for _, stage := range passStages {
+		var m dto.Metric
+		if err := p.counters().WithLabelValues(stage).Write(&m); err == nil {
+			out[stage] = m.GetCounter().GetValue()
+		}
+	}
+	return out
 }
 
 // benchTrace is an app request through a gateway to vLLM: four spans.

@@ -153,3 +153,43 @@ func TestRollupBackfill(t *testing.T) {
 		assertRollupsInStep(t, a.CH, "after the migration")
 	}
 }
+
+// A pass cut short after writing rows (its node died before it saved its
+// watermark) leaves rows of traces first stored since the watermark. The
+// next pass takes those traces again as fresh ones, and must still read
+// their rows: written again, they would count twice in the rollups.
+func TestAssemblerRetakesUnfinishedPass(t *testing.T) {
+	a := openAssembler(t)
+	a.defaults()
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Minute)
+	for i := range 3 {
+		trace := fmt.Sprintf("t%d", i)
+		a.mustInsert(t, agentSpan(trace, "root", "", now, false), agentSpan(trace, "c1", "root", now.Add(time.Millisecond), true))
+	}
+	wm, err := a.watermark(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upper := time.Now()
+	if err := a.markWriting(ctx, upper); err != nil {
+		t.Fatal(err)
+	}
+	// The cut-short pass wrote one trace's rows, then its node died.
+	if err := a.assemble(ctx, pass{after: wm, upper: upper}, 1, []string{"t0"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, unfinished, err := a.progress(ctx); err != nil || !unfinished {
+		t.Fatalf("progress after a pass cut short: unfinished %v (%v), want true", unfinished, err)
+	}
+	a.mustStep(t)
+	if _, unfinished, err := a.progress(ctx); err != nil || unfinished {
+		t.Fatalf("progress after a whole pass: unfinished %v (%v), want false", unfinished, err)
+	}
+	for i := range 3 {
+		if rows := liveRows(t, a, fmt.Sprintf("t%d", i)); len(rows) != 1 {
+			t.Errorf("trace t%d: rows %+v, want one", i, rows)
+		}
+	}
+	assertRollupsInStep(t, a.CH, "after the pass that took the cut-short one's traces again")
+}

@@ -271,7 +271,7 @@ func TestAssemblerFreshTraces(t *testing.T) {
 	}
 	// Each trace alone, as a pass with only it would take it.
 	for _, trace := range []string{"new", "old"} {
-		if err := a.assemble(ctx, 1, []string{trace}, wm, time.Now()); err != nil {
+		if err := a.assemble(ctx, pass{after: wm, upper: time.Now()}, 1, []string{trace}, false); err != nil {
 			t.Fatal(err)
 		}
 		if rows := liveRows(t, a, trace); len(rows) != 1 || rows["c1"].Route != "agent.run" || rows["c1"].PreInference == nil {
