@@ -345,15 +345,19 @@ func (a *Assembler) assemble(ctx context.Context, p pass, project uint32, traceI
 	}
 	t = a.times.since("existing", t)
 	var changed, replaced []telemetry.LLMRequest
-	for i := range reqs {
-		k := rowKey(reqs[i])
-		old, ok := live[k]
-		delete(live, k)
-		switch {
-		case !ok:
-			changed = append(changed, reqs[i])
-		case !old.Equal(&reqs[i]):
-			changed, replaced = append(changed, reqs[i]), append(replaced, *old)
+	if len(live) == 0 {
+		changed = reqs // nothing to compare with (fresh traces): no keys to build
+	} else {
+		for i := range reqs {
+			k := rowKey(reqs[i])
+			old, ok := live[k]
+			delete(live, k)
+			switch {
+			case !ok:
+				changed = append(changed, reqs[i])
+			case !old.Equal(&reqs[i]):
+				changed, replaced = append(changed, reqs[i]), append(replaced, *old)
+			}
 		}
 	}
 	gone := make([]telemetry.LLMRequest, 0, len(live))
