@@ -507,3 +507,52 @@ func TestAssemblerReadsRunNiced(t *testing.T) {
 		t.Errorf("%d threads still at nice 10 after the read", after)
 	}
 }
+
+// A pass looks for inserts within a window after the watermark: a backlog
+// longer than the window takes several passes, each taking only what its
+// window holds, and a window with nothing in it makes the pass look at the
+// rest at once.
+func TestAssemblerFindsInsertsInAWindow(t *testing.T) {
+	a := openAssembler(t)
+	a.defaults()
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Minute)
+	a.mustInsert(t, agentSpan("first", "root", "", now, false), agentSpan("first", "c1", "root", now.Add(time.Millisecond), true))
+	time.Sleep(50 * time.Millisecond)
+	a.mustInsert(t, agentSpan("second", "root", "", now, false), agentSpan("second", "c1", "root", now.Add(time.Millisecond), true))
+	r, err := a.CH.Query(ctx, "SELECT min(inserted_at) AS first, max(inserted_at) AS last FROM spans")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, last := r.Row(0).Time("first"), r.Row(0).Time("last")
+	if last.Sub(first) < 40*time.Millisecond {
+		t.Fatalf("inserts %s apart, want two inserts 50 ms apart", last.Sub(first))
+	}
+	if err := a.setWatermark(ctx, first.Add(-time.Nanosecond)); err != nil {
+		t.Fatal(err)
+	}
+	a.findWindow = 10 * time.Millisecond
+	n, more, err := a.step(ctx)
+	if err != nil || n != 1 || !more {
+		t.Fatalf("first pass: %d traces, more %v (%v); want the first insert's trace and more to come", n, more, err)
+	}
+	if a.findWindow != 20*time.Millisecond {
+		t.Errorf("window after a pass short of its budget: %s, want it doubled to 20ms", a.findWindow)
+	}
+	if rows := liveRows(t, a, "second"); len(rows) != 0 {
+		t.Errorf("the second insert's trace is assembled after the first pass: %+v", rows)
+	}
+	// The window after the first insert is empty; the pass looks further.
+	n, more, err = a.step(ctx)
+	if err != nil || n != 1 || more {
+		t.Fatalf("second pass: %d traces, more %v (%v); want the second insert's trace and nothing left", n, more, err)
+	}
+	for _, trace := range []string{"first", "second"} {
+		if rows := liveRows(t, a, trace); len(rows) != 1 {
+			t.Errorf("trace %s: rows %+v, want one", trace, rows)
+		}
+	}
+	if wm, err := a.watermark(ctx); err != nil || wm.Before(last) {
+		t.Errorf("watermark %s (%v), want past the last insert %s", wm, err, last)
+	}
+}
