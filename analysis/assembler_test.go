@@ -200,9 +200,9 @@ func TestTraceBoundsBackfill(t *testing.T) {
 	a := openAssembler(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	// As before migration 0009: no table, no view (and so no 0015 either).
+	// As before migration 0009: no table, no view (and so no 0015 or 0016 either).
 	for _, st := range []string{"DROP VIEW trace_bounds_mv", "DROP TABLE trace_bounds",
-		"DELETE FROM schema_migrations WHERE version IN ('0009_trace_bounds', '0015_trace_bounds_first_inserted')"} {
+		"DELETE FROM schema_migrations WHERE version IN ('0009_trace_bounds', '0015_trace_bounds_first_inserted', '0016_trace_bounds_lz4')"} {
 		if err := a.CH.Exec(ctx, st); err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +217,15 @@ func TestTraceBoundsBackfill(t *testing.T) {
 	if err := a.CH.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r, err := a.CH.Query(ctx, "SELECT trace_id, CAST(min(first_start) AS DateTime64(9, 'UTC')) AS lo, CAST(max(last_start) AS DateTime64(9, 'UTC')) AS hi FROM trace_bounds GROUP BY trace_id ORDER BY trace_id")
+	// 0016: the ids the assembler looks up are stored in LZ4 (0009 made them ZSTD).
+	r, err := a.CH.Query(ctx, "SELECT compression_codec FROM system.columns WHERE database = currentDatabase() AND table = 'trace_bounds' AND name = 'trace_id'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Len() != 1 || r.Row(0).String("compression_codec") != "CODEC(LZ4)" {
+		t.Errorf("trace_bounds.trace_id codec after the migrations: %v, want CODEC(LZ4)", r.Rows)
+	}
+	r, err = a.CH.Query(ctx, "SELECT trace_id, CAST(min(first_start) AS DateTime64(9, 'UTC')) AS lo, CAST(max(last_start) AS DateTime64(9, 'UTC')) AS hi FROM trace_bounds GROUP BY trace_id ORDER BY trace_id")
 	if err != nil {
 		t.Fatal(err)
 	}
