@@ -15,7 +15,8 @@ var assemblerLagDesc = prometheus.NewDesc("tokenpath_assembler_lag_seconds",
 // passStages are the parts of a pass timed in
 // tokenpath_assembler_seconds_total{stage}.
 var passStages = []string{
-	"find",      // the new inserts and their traces
+	"find",      // counting the new inserts
+	"traces",    // reading the pass's trace ids
 	"bounds",    // the traces' starts, from trace_bounds
 	"spans",     // reading the traces' spans
 	"events",    // scaling events near the inference spans
@@ -35,7 +36,7 @@ type passTimes struct {
 func (p *passTimes) counters() *prometheus.CounterVec {
 	p.once.Do(func() {
 		p.vec = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokenpath_assembler_seconds_total",
-			Help: "Time assembler passes spent, by stage (find, bounds, spans, events, existing, derive, write, watermark)."}, []string{"stage"})
+			Help: "Time assembler passes spent, by stage (find, traces, bounds, spans, events, existing, derive, write, watermark)."}, []string{"stage"})
 		for _, s := range passStages {
 			p.vec.WithLabelValues(s)
 		}

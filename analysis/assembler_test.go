@@ -388,7 +388,7 @@ func TestAssemblerTimesStages(t *testing.T) {
 	if len(got) != len(passStages) {
 		t.Errorf("stages %v, want one series for each of %v", got, passStages)
 	}
-	for _, stage := range []string{"find", "bounds", "spans", "existing", "derive", "write", "watermark"} {
+	for _, stage := range []string{"find", "traces", "bounds", "spans", "existing", "derive", "write", "watermark"} {
 		if got[stage] <= 0 {
 			t.Errorf("stage %s: %v s after a pass that wrote rows", stage, got[stage])
 		}
