@@ -557,11 +557,19 @@ func (a *Assembler) progress(ctx context.Context) (wm time.Time, unfinished bool
 }
 
 // markWriting records, before a pass's first insert, that rows up to upper
-// may be written: if the pass does not save its watermark, the next one
-// reads the existing rows of every trace, fresh ones too, instead of
-// writing them twice (the rollups would count them twice).
+// may be written: if the pass does not save its watermark, the passes after
+// it read the existing rows of every trace, fresh ones too, instead of
+// writing them twice (the rollups would count them twice). The mark only
+// rises: a later pass may be smaller than the one cut short (its budget,
+// its window), and lowering the mark would hide rows written past it.
 func (a *Assembler) markWriting(ctx context.Context, upper time.Time) error {
-	return a.saveMark(ctx, writingName, upper)
+	_, err := a.PG.Pool.Exec(ctx, `INSERT INTO assembly_watermarks (name, watermark, updated_at) VALUES ($1, $2, now())
+		ON CONFLICT (name) DO UPDATE SET watermark = GREATEST(assembly_watermarks.watermark, EXCLUDED.watermark), updated_at = now()`,
+		writingName, upper.UnixNano())
+	if err != nil {
+		return fmt.Errorf("save %s watermark: %w", writingName, err)
+	}
+	return nil
 }
 
 // Watermark is how far assembly has come, whichever node ran it: every
@@ -580,14 +588,10 @@ func (a *Assembler) Watermark(ctx context.Context) (wm time.Time, ok bool, err e
 }
 
 func (a *Assembler) setWatermark(ctx context.Context, t time.Time) error {
-	return a.saveMark(ctx, watermarkName, t)
-}
-
-func (a *Assembler) saveMark(ctx context.Context, name string, t time.Time) error {
 	_, err := a.PG.Pool.Exec(ctx, `INSERT INTO assembly_watermarks (name, watermark, updated_at) VALUES ($1, $2, now())
-		ON CONFLICT (name) DO UPDATE SET watermark = EXCLUDED.watermark, updated_at = now()`, name, t.UnixNano())
+		ON CONFLICT (name) DO UPDATE SET watermark = EXCLUDED.watermark, updated_at = now()`, watermarkName, t.UnixNano())
 	if err != nil {
-		return fmt.Errorf("save %s watermark: %w", name, err)
+		return fmt.Errorf("save assembler watermark: %w", err)
 	}
 	return nil
 }
