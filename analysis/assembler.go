@@ -223,6 +223,10 @@ func (a *Assembler) step(ctx context.Context) (n int, more bool, err error) {
 	}
 	a.times.since("watermark", t)
 	p := pass{after: wm, upper: upper, unfinished: unfinished}
+	if unfinished && a.Log != nil {
+		a.Log.Info("an earlier pass was cut short after it began writing; this pass reads the existing rows of fresh traces too",
+			"watermark", wm, "traces", n)
+	}
 	for project, ids := range traces {
 		// One large insert can bring any number of traces at once: its ids
 		// are taken in chunks, so no statement outgrows the store's
