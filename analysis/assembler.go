@@ -185,11 +185,9 @@ func (a *Assembler) step(ctx context.Context) (n int, more bool, err error) {
 	// its size (one large insert, a replayed log segment, is taken whole
 	// or the pass would not advance). Every insert holds at least one
 	// span, so the LIMIT always reaches past the budget.
-	taken, found, full := 0, 0, false
+	found, full := 0, false
 	for i := range r.Len() {
-		spans := int(r.Row(i).Int("spans"))
-		found += spans
-		if taken += spans; !full && taken > a.MaxSpans && i > 0 {
+		if found += int(r.Row(i).Int("spans")); !full && found > a.MaxSpans && i > 0 {
 			upper, more, full = r.Row(i-1).Time("ins"), true, true
 		}
 	}
@@ -527,11 +525,6 @@ func rowKey(r telemetry.LLMRequest) string {
 	return strings.Join([]string{r.Service, r.Start.UTC().Format(time.RFC3339Nano), r.TraceID, r.SpanID}, "\x00")
 }
 
-func (a *Assembler) watermark(ctx context.Context) (time.Time, error) {
-	wm, _, err := a.progress(ctx)
-	return wm, err
-}
-
 // writingName marks how far a pass may have written rows (markWriting).
 const writingName = "assembler-writing"
 
@@ -567,13 +560,7 @@ func (a *Assembler) progress(ctx context.Context) (wm time.Time, unfinished bool
 // rises: a later pass may be smaller than the one cut short (its budget,
 // its window), and lowering the mark would hide rows written past it.
 func (a *Assembler) markWriting(ctx context.Context, upper time.Time) error {
-	_, err := a.PG.Pool.Exec(ctx, `INSERT INTO assembly_watermarks (name, watermark, updated_at) VALUES ($1, $2, now())
-		ON CONFLICT (name) DO UPDATE SET watermark = GREATEST(assembly_watermarks.watermark, EXCLUDED.watermark), updated_at = now()`,
-		writingName, upper.UnixNano())
-	if err != nil {
-		return fmt.Errorf("save %s watermark: %w", writingName, err)
-	}
-	return nil
+	return a.saveMark(ctx, writingName, upper, "GREATEST(assembly_watermarks.watermark, EXCLUDED.watermark)")
 }
 
 // Watermark is how far assembly has come, whichever node ran it: every
@@ -592,10 +579,16 @@ func (a *Assembler) Watermark(ctx context.Context) (wm time.Time, ok bool, err e
 }
 
 func (a *Assembler) setWatermark(ctx context.Context, t time.Time) error {
+	return a.saveMark(ctx, watermarkName, t, "EXCLUDED.watermark")
+}
+
+// saveMark stores t under name in assembly_watermarks; an existing value
+// becomes update (SQL over the old and the EXCLUDED row).
+func (a *Assembler) saveMark(ctx context.Context, name string, t time.Time, update string) error {
 	_, err := a.PG.Pool.Exec(ctx, `INSERT INTO assembly_watermarks (name, watermark, updated_at) VALUES ($1, $2, now())
-		ON CONFLICT (name) DO UPDATE SET watermark = EXCLUDED.watermark, updated_at = now()`, watermarkName, t.UnixNano())
+		ON CONFLICT (name) DO UPDATE SET watermark = `+update+`, updated_at = now()`, name, t.UnixNano())
 	if err != nil {
-		return fmt.Errorf("save assembler watermark: %w", err)
+		return fmt.Errorf("save %s watermark: %w", name, err)
 	}
 	return nil
 }

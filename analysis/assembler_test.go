@@ -564,3 +564,9 @@ func TestAssemblerFindsInsertsInAWindow(t *testing.T) {
 		t.Errorf("watermark %s (%v), want past the last insert %s", wm, err, last)
 	}
 }
+
+// watermark is the assembler's watermark, the epoch before the first pass.
+func (a *Assembler) watermark(ctx context.Context) (time.Time, error) {
+	wm, _, err := a.progress(ctx)
+	return wm, err
+}
