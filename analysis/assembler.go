@@ -44,6 +44,9 @@ type Assembler struct {
 	// findWindow is how far past the watermark a pass looks for inserts
 	// (step adapts it; zero is firstFindWindow).
 	findWindow time.Duration
+	// batchSpans is about how many spans a pass derives at a time
+	// (spansPerBatch; tests make it small).
+	batchSpans int
 }
 
 // A pass looks for its inserts within a window after the watermark,
@@ -92,6 +95,9 @@ func (a *Assembler) defaults() {
 	}
 	if a.Now == nil {
 		a.Now = time.Now
+	}
+	if a.batchSpans <= 0 {
+		a.batchSpans = spansPerBatch
 	}
 	if a.rest == nil {
 		a.rest = func(ctx context.Context, d time.Duration) {
@@ -323,55 +329,35 @@ func (a *Assembler) assemble(ctx context.Context, p pass, project uint32, traceI
 		query += " AND trace_id IN ?"
 		spansArgs = append(spansArgs, clickhouse.StringSet(traceIDs))
 	}
-	spans, err := a.CH.QuerySpanCores(ctx, query+assemblyReadSettings, spansArgs...)
+	// The spans come in batches of whole traces, each derived and let go
+	// before the next is decoded (QuerySpanCores).
+	events := passEvents{a: a, project: project}
+	var reqs []telemetry.LLMRequest
+	var batchErr error
+	spans := 0
+	err = a.CH.QuerySpanCores(ctx, a.batchSpans, func(batch []telemetry.Span) error {
+		t = a.times.since("spans", t)
+		spans += len(batch)
+		hist, err := events.cover(ctx, batch)
+		if err != nil {
+			batchErr = err
+			return err
+		}
+		t = a.times.since("events", t)
+		reqs = append(reqs, assemble.Traces(batch, hist, a.Options)...)
+		t = a.times.since("derive", t)
+		return nil
+	}, query+assemblyReadSettings, spansArgs...)
+	if batchErr != nil {
+		return batchErr
+	}
 	if err != nil {
 		return fmt.Errorf("load spans: %w", err)
 	}
 	t = a.times.since("spans", t)
-	if len(spans) == 0 {
+	if spans == 0 {
 		return nil
 	}
-	lo, hi := spans[0].Start, spans[0].Start
-	services := map[string]bool{}
-	for i := range spans {
-		if spans[i].Start.Before(lo) {
-			lo = spans[i].Start
-		}
-		if spans[i].Start.After(hi) {
-			hi = spans[i].Start
-		}
-		if spans[i].LLM.Role == telemetry.LLMServer {
-			services[spans[i].Service] = true
-		}
-	}
-	hist := &assemble.InstanceHistory{FirstSeen: map[string]time.Time{}}
-	if len(services) > 0 {
-		window := a.Options.ColdStartWindow
-		if window <= 0 {
-			window = assemble.DefaultColdStartWindow
-		}
-		names := make([]string, 0, len(services))
-		for s := range services {
-			names = append(names, s)
-		}
-		er, err := a.CH.Query(ctx, "SELECT "+clickhouse.EventColumns+` FROM events FINAL
-			WHERE project_id = ? AND service IN ? AND time >= ? AND time <= ?`+assemblyReadSettings, project, names, lo.Add(-2*window), hi.Add(2*window))
-		if err != nil {
-			return fmt.Errorf("load events: %w", err)
-		}
-		hist.Events = clickhouse.ScanEvents(er)
-		for _, e := range hist.Events {
-			if e.Kind == telemetry.EventInstanceStarted {
-				k := assemble.InstanceKey(e.Service, e.Instance)
-				if t, ok := hist.FirstSeen[k]; !ok || e.Time.Before(t) {
-					hist.FirstSeen[k] = e.Time
-				}
-			}
-		}
-	}
-	t = a.times.since("events", t)
-	reqs := assemble.Traces(spans, hist, a.Options)
-	t = a.times.since("derive", t)
 
 	// Rows an earlier pass wrote that this one no longer produces (e.g. a
 	// server-only row replaced once the client span arrived) get tombstones.
@@ -422,6 +408,82 @@ func (a *Assembler) assemble(ctx context.Context, p pass, project uint32, traceI
 	}
 	defer a.times.since("write", t)
 	return a.CH.Insert(ctx, clickhouse.RequestsRewriteBatch(changed, gone, replaced, uint64(a.Now().UnixNano())))
+}
+
+// spansPerBatch is about how many spans a pass decodes and derives at a
+// time (QuerySpanCores): 25k spans of structs and strings are ~14 MiB.
+const spansPerBatch = 25_000
+
+// passEvents loads the scaling and instance events a pass's batches of
+// spans need: those of the services their LLM server spans ran on, within
+// twice the cold-start window of the spans' starts. A batch the loaded
+// history covers reuses it; one reaching past it reloads for the union.
+// Which events are loaded beyond that does not change a derived row: a
+// cold start is judged within the window of its own span.
+type passEvents struct {
+	a        *Assembler
+	project  uint32
+	services map[string]bool
+	lo, hi   time.Time // the span starts the loaded history covers
+	hist     *assemble.InstanceHistory
+}
+
+func (e *passEvents) cover(ctx context.Context, spans []telemetry.Span) (*assemble.InstanceHistory, error) {
+	lo, hi := spans[0].Start, spans[0].Start
+	added := false
+	for i := range spans {
+		s := &spans[i]
+		if s.Start.Before(lo) {
+			lo = s.Start
+		}
+		if s.Start.After(hi) {
+			hi = s.Start
+		}
+		if s.LLM.Role == telemetry.LLMServer && !e.services[s.Service] {
+			if e.services == nil {
+				e.services = map[string]bool{}
+			}
+			e.services[s.Service], added = true, true
+		}
+	}
+	if e.hist != nil && !added && !lo.Before(e.lo) && !hi.After(e.hi) {
+		return e.hist, nil
+	}
+	window := e.a.Options.ColdStartWindow
+	if window <= 0 {
+		window = assemble.DefaultColdStartWindow
+	}
+	if e.hist != nil {
+		lo, hi = minTime(lo, e.lo), maxTime(hi, e.hi)
+	} else {
+		// The pass's other batches start about where this one does: a
+		// window's slack spares them a reload.
+		lo, hi = lo.Add(-window), hi.Add(window)
+	}
+	e.lo, e.hi = lo, hi
+	e.hist = &assemble.InstanceHistory{FirstSeen: map[string]time.Time{}}
+	if len(e.services) == 0 {
+		return e.hist, nil
+	}
+	names := make([]string, 0, len(e.services))
+	for s := range e.services {
+		names = append(names, s)
+	}
+	er, err := e.a.CH.Query(ctx, "SELECT "+clickhouse.EventColumns+` FROM events FINAL
+		WHERE project_id = ? AND service IN ? AND time >= ? AND time <= ?`+assemblyReadSettings, e.project, names, lo.Add(-2*window), hi.Add(2*window))
+	if err != nil {
+		return nil, fmt.Errorf("load events: %w", err)
+	}
+	e.hist.Events = clickhouse.ScanEvents(er)
+	for _, ev := range e.hist.Events {
+		if ev.Kind == telemetry.EventInstanceStarted {
+			k := assemble.InstanceKey(ev.Service, ev.Instance)
+			if t, ok := e.hist.FirstSeen[k]; !ok || ev.Time.Before(t) {
+				e.hist.FirstSeen[k] = ev.Time
+			}
+		}
+	}
+	return e.hist, nil
 }
 
 // traceBounds is what trace_bounds says of a set of a project's traces

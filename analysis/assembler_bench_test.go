@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"syscall"
@@ -85,6 +87,7 @@ func BenchmarkAssemblerPass(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("stored=%d", stored), func(b *testing.B) {
 			var cpu time.Duration
+			var live uint64
 			spans := 0
 			stages0 := a.times.seconds()
 			b.ResetTimer()
@@ -99,10 +102,12 @@ func BenchmarkAssemblerPass(b *testing.B) {
 				}
 				spans += len(fresh)
 				cpu0 := processCPU()
+				heap := watchLiveHeap()
 				b.StartTimer()
 				n, err := a.Step(ctx)
 				b.StopTimer()
 				cpu += processCPU() - cpu0
+				live = max(live, heap.stop())
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -112,6 +117,9 @@ func BenchmarkAssemblerPass(b *testing.B) {
 			}
 			b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/pass")
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(spans), "cpu-ns/span")
+			// The pass's working set is what the collector has to keep
+			// room for while receivers share the process (GOMEMLIMIT).
+			b.ReportMetric(float64(live)/(1<<20), "live-MiB/pass")
 			// Wall time per stage: where a pass's time goes, and which
 			// stage a change moved.
 			for stage, s := range a.times.seconds() {
@@ -159,6 +167,39 @@ func splitComma(s string) []string {
 	}
 	return out
 }
+
+// liveHeap samples the collector's live heap (as of each cycle's mark)
+// until stop, which returns its highest rise over the value at the start:
+// about the most a pass held at once.
+type liveHeap struct {
+	done chan struct{}
+	peak chan uint64
+}
+
+func watchLiveHeap() *liveHeap {
+	h := &liveHeap{done: make(chan struct{}), peak: make(chan uint64)}
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
+	runtime.GC()
+	base := read()
+	go func() {
+		peak := base
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-h.done:
+				h.peak <- max(peak, read()) - base
+				return
+			case <-tick.C:
+				peak = max(peak, read())
+			}
+		}
+	}()
+	return h
+}
+
+func (h *liveHeap) stop() uint64 { close(h.done); return <-h.peak }
 
 // processCPU is this process's CPU time, the embedded engine's included.
 func processCPU() time.Duration {

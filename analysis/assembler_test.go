@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tokenpath/tokenpath/analysis/assemble"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/store/postgres"
 	"github.com/tokenpath/tokenpath/store/postgres/pgtest"
@@ -569,4 +570,57 @@ func TestAssemblerFindsInsertsInAWindow(t *testing.T) {
 func (a *Assembler) watermark(ctx context.Context) (time.Time, error) {
 	wm, _, err := a.progress(ctx)
 	return wm, err
+}
+
+// A pass derives its spans a few traces at a time: batches far apart in
+// time or on other services load the events they need, so every cold
+// start is judged as it would be with all events at hand, and none is
+// missed or invented because its batch came first or last.
+func TestAssemblerColdStartsAcrossBatches(t *testing.T) {
+	a := openAssembler(t)
+	a.batchSpans = 2 // a trace or two per batch
+	// A short window: batches minutes apart need events the first did not.
+	a.Options.ColdStartWindow = 20 * time.Second
+	ctx := context.Background()
+	base := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Hour)
+	var spans []telemetry.Span
+	for i := range 40 {
+		trace := fmt.Sprintf("cold-%02d", i)
+		start := base.Add(time.Duration(i) * 5 * time.Second)
+		server := []string{"vllm-a", "vllm-b"}[i%2]
+		client := agentSpan(trace, "c1", "", start, true)
+		spans = append(spans, client, telemetry.Span{ProjectID: 1, TraceID: trace, SpanID: "s1", ParentSpanID: "c1", Service: server,
+			Instance: fmt.Sprintf("pod-%d", i%3), Name: "llm_request", Start: start.Add(time.Second), End: start.Add(3 * time.Second),
+			StatusCode: "ok", LLM: telemetry.LLMCall{Role: telemetry.LLMServer, Provider: "vllm", Model: "llama"}})
+	}
+	scale := func(at time.Duration, service string) telemetry.Event {
+		return telemetry.Event{ProjectID: 1, Time: base.Add(at), Kind: telemetry.EventScale, Service: service,
+			FromReplicas: telemetry.Ptr(int32(1)), ToReplicas: telemetry.Ptr(int32(2))}
+	}
+	events := []telemetry.Event{scale(20*time.Second, "vllm-b"), scale(150*time.Second, "vllm-a"),
+		{ProjectID: 1, Time: base.Add(100 * time.Second), Kind: telemetry.EventInstanceStarted, Service: "vllm-a", Instance: "pod-1"}}
+	if err := a.CH.Insert(ctx, clickhouse.EventsBatch(events)); err != nil {
+		t.Fatal(err)
+	}
+	a.mustInsert(t, spans...)
+	a.mustStep(t)
+	// The same spans derived at once, with every event.
+	hist := &assemble.InstanceHistory{FirstSeen: map[string]time.Time{assemble.InstanceKey("vllm-a", "pod-1"): events[2].Time}, Events: events}
+	want := map[string]bool{}
+	cold := 0
+	for _, r := range assemble.Traces(spans, hist, a.Options) {
+		want[r.TraceID] = r.ColdStart
+		if r.ColdStart {
+			cold++
+		}
+	}
+	if cold < 2 || cold > len(want)-2 {
+		t.Fatalf("the scenario has %d cold starts of %d requests; want some of each", cold, len(want))
+	}
+	for trace, w := range want {
+		rows := liveRows(t, a, trace)
+		if len(rows) != 1 || rows["c1"].ColdStart != w {
+			t.Errorf("trace %s: rows %+v, want one cold start %v", trace, rows, w)
+		}
+	}
 }

@@ -242,6 +242,64 @@ func newBinDecoder(t string) (binDecoder, error) {
 	return nil, errUnsupportedType
 }
 
+// newBinSkipper compiles a reader that steps over one value of a column
+// type without decoding it (a first look at rows, decodeTypedEach).
+func newBinSkipper(t string) (func(r *binReader), error) {
+	switch {
+	case strings.HasPrefix(t, "Nullable("):
+		inner, err := newBinSkipper(t[len("Nullable(") : len(t)-1])
+		if err != nil {
+			return nil, err
+		}
+		return func(r *binReader) {
+			if r.u8() == 0 {
+				inner(r)
+			}
+		}, nil
+	case strings.HasPrefix(t, "LowCardinality("):
+		return newBinSkipper(t[len("LowCardinality(") : len(t)-1])
+	case t == "String":
+		return func(r *binReader) { r.bytes() }, nil
+	case strings.HasPrefix(t, "Array("):
+		elem, err := newBinSkipper(t[len("Array(") : len(t)-1])
+		if err != nil {
+			return nil, err
+		}
+		return func(r *binReader) {
+			n := r.uvarint()
+			if r.err == nil && n > uint64(len(r.b)-r.off) {
+				r.err = fmt.Errorf("bad array length at byte %d", r.off)
+			}
+			for i := uint64(0); i < n && r.err == nil; i++ {
+				elem(r)
+			}
+		}, nil
+	}
+	if n := fixedWidth(t); n > 0 {
+		return func(r *binReader) { r.take(n) }, nil
+	}
+	return nil, errUnsupportedType
+}
+
+// fixedWidth is the bytes of one value of a fixed-size type in RowBinary,
+// 0 for other types.
+func fixedWidth(t string) int {
+	switch {
+	case t == "Bool" || t == "UInt8" || t == "Int8":
+		return 1
+	case t == "UInt16" || t == "Int16" || t == "Date":
+		return 2
+	case t == "UInt32" || t == "Int32" || t == "Float32" || t == "Date32" || t == "DateTime" || strings.HasPrefix(t, "DateTime("):
+		return 4
+	case t == "UInt64" || t == "Int64" || t == "Float64" || strings.HasPrefix(t, "DateTime64("):
+		return 8
+	case strings.HasPrefix(t, "FixedString("):
+		n, _ := strconv.Atoi(t[len("FixedString(") : len(t)-1])
+		return n
+	}
+	return 0
+}
+
 // header reads RowBinaryWithNamesAndTypes' column names and types.
 func (r *binReader) header() (names, types []string, err error) {
 	n := int(r.uvarint())

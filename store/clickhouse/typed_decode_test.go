@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -83,25 +84,63 @@ func TestQuerySpanCoresMatchesScan(t *testing.T) {
 	if err := s.Insert(ctx, SpansBatch(spans)); err != nil {
 		t.Fatal(err)
 	}
-	typedMatchesScan(t, s, s.QuerySpanCores, ScanSpanCores, len(spans),
-		"SELECT "+SpanCoreColumns+", route, tenant FROM spans WHERE project_id = ? ORDER BY start",
-		"SELECT "+SpanCoreColumns+" FROM spans WHERE project_id = ? ORDER BY start",
-		"SELECT "+SpanCoreColumns+", route, tenant, kind FROM spans WHERE project_id = ? ORDER BY start") // kind: generic path
+	for _, per := range []int{1, 40, 1000} {
+		typedMatchesScan(t, s, spansByTrace(t, s, per), ScanSpanCores, len(spans),
+			"SELECT "+SpanCoreColumns+", route, tenant FROM spans WHERE project_id = ? ORDER BY start",
+			"SELECT "+SpanCoreColumns+" FROM spans WHERE project_id = ? ORDER BY start",
+			"SELECT "+SpanCoreColumns+", route, tenant, kind FROM spans WHERE project_id = ? ORDER BY start") // kind: generic path
+	}
 	// The route and tenant come back under the keys assembly reads.
-	got, err := s.QuerySpanCores(ctx, "SELECT "+SpanCoreColumns+", route, tenant FROM spans WHERE span_id = ?", spans[0].SpanID)
+	got, err := spansByTrace(t, s, 10)(ctx, "SELECT "+SpanCoreColumns+", route, tenant FROM spans WHERE span_id = ?", spans[0].SpanID)
 	if err != nil || len(got) != 1 {
 		t.Fatal(err, len(got))
 	}
 	if a := got[0].Attributes; a[telemetry.RouteAttribute] != "/v1/chat" || telemetry.SpanTenant(a) != "t0" || len(a) != 2 {
 		t.Errorf("attributes %v, want the route and tenant t0 only", a)
 	}
-	// The typed path really is taken.
+	// The typed path really is taken, in batches, and a cut answer is an
+	// error, not a silently shorter one.
 	out, err := s.b.(*embedded).run(ctx, "SELECT "+SpanCoreColumns+", route, tenant FROM spans", rowBinaryFormat)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := decodeTyped(out, spanCoreFields(), 120); err != nil {
-		t.Fatalf("SpanCoreColumns do not decode on the typed path: %v", err)
+	calls := 0
+	count := func([]telemetry.Span) error { calls++; return nil }
+	if err := decodeTypedEach(out, spanCoreFields(), "trace_id", 40, count); err != nil || calls < 2 {
+		t.Fatalf("SpanCoreColumns in batches of 40 spans: %v after %d batches, want several", err, calls)
+	}
+	if err := decodeTypedEach(out[:len(out)-3], spanCoreFields(), "trace_id", 40, count); err == nil || errors.Is(err, errUnsupportedType) {
+		t.Errorf("truncated output: %v, want a decode error", err)
+	}
+	if err := s.QuerySpanCores(ctx, 40, count, "SELECT span_id, start FROM spans"); err == nil {
+		t.Error("a statement without trace_id was split into batches of traces")
+	}
+}
+
+// spansByTrace reads spans with QuerySpanCores in batches of about per
+// spans, checks that no trace is split between batches, and returns them
+// all in start order (the test's queries order by start).
+func spansByTrace(t *testing.T, s *Store, per int) func(context.Context, string, ...any) ([]telemetry.Span, error) {
+	return func(ctx context.Context, q string, args ...any) ([]telemetry.Span, error) {
+		var all []telemetry.Span
+		batchOf := map[string]int{}
+		batch := 0
+		err := s.QuerySpanCores(ctx, per, func(spans []telemetry.Span) error {
+			batch++
+			for _, sp := range spans {
+				if b, ok := batchOf[sp.TraceID]; ok && b != batch {
+					t.Errorf("per %d: trace %s in batches %d and %d", per, sp.TraceID, b, batch)
+				}
+				batchOf[sp.TraceID] = batch
+			}
+			all = append(all, spans...) // copies: the batch is reused
+			return nil
+		}, q, args...)
+		slices.SortStableFunc(all, func(a, b telemetry.Span) int { return a.Start.Compare(b.Start) })
+		if per < len(all)/2 && batch < 2 {
+			t.Errorf("per %d: %d spans came in %d batch", per, len(all), batch)
+		}
+		return all, err
 	}
 }
 
