@@ -101,8 +101,8 @@ func BenchmarkAssemblerPass(b *testing.B) {
 					b.Fatal(err)
 				}
 				spans += len(fresh)
-				cpu0 := processCPU()
 				heap := watchLiveHeap()
+				cpu0 := processCPU()
 				b.StartTimer()
 				n, err := a.Step(ctx)
 				b.StopTimer()
