@@ -38,6 +38,13 @@ type Assembler struct {
 	Options  assemble.Options
 	// Now is the clock (tests).
 	Now func() time.Time
+	// Acks, when set, counts the receivers' acknowledgements so far and
+	// the slow ones among them (ingest.Metrics.Acks): Run rests longer
+	// between chained passes while they are slow.
+	Acks func() (all, slow uint64)
+	// restRatio is how long Run rests after a chained pass, per unit of
+	// the pass's time (nextRestRatio).
+	restRatio float64
 	// rest waits between chained passes (tests record it); nil sleeps.
 	rest  func(ctx context.Context, d time.Duration)
 	times passTimes
@@ -123,19 +130,56 @@ func (a *Assembler) defaults() {
 // kernel lets the thread wait: export p99 went to 0.3–4 s.)
 const restPerPass = 1.0
 
+// While more than slowAckShare of the acknowledgements during a pass were
+// slow (ingest.SlowAck), the rest after it doubles, up to maxRestPerPass:
+// the receivers then still have a core and a half when the assembler
+// works. It halves again, down to restPerPass, after passes with fewer.
+// At the most the assembler still takes a fifth of a core, so it falls
+// behind during a long burst but never stops.
+const (
+	slowAckShare   = 0.01
+	maxRestPerPass = 4.0
+	minAcksToJudge = 20
+)
+
+// nextRestRatio adapts the rest after a pass to the acknowledgements
+// during it: all of them and the slow ones.
+func nextRestRatio(ratio float64, all, slow uint64) float64 {
+	ratio = min(max(ratio, restPerPass), maxRestPerPass)
+	switch {
+	case all < minAcksToJudge:
+		return ratio // too few exports to tell
+	case float64(slow) > slowAckShare*float64(all):
+		return min(2*ratio, maxRestPerPass)
+	default:
+		return max(ratio/2, restPerPass)
+	}
+}
+
 // Run assembles until ctx is done. Only one node in a cluster works at a
 // time (advisory lock per pass).
 func (a *Assembler) Run(ctx context.Context) {
 	a.defaults()
 	runLocked(ctx, a.PG, postgres.LockAssembler, a.Interval, a.Log, "assembling llm requests",
 		func(ctx context.Context) (bool, error) {
+			all0, slow0 := a.acks()
 			t0 := time.Now()
 			_, more, err := a.step(ctx)
 			if more && err == nil {
-				a.rest(ctx, time.Duration(restPerPass*float64(time.Since(t0))))
+				all1, slow1 := a.acks()
+				a.restRatio = nextRestRatio(a.restRatio, all1-all0, slow1-slow0)
+				a.rest(ctx, time.Duration(a.restRatio*float64(time.Since(t0))))
 			}
 			return more, err
 		})
+}
+
+// acks reads Acks, or says nothing was acknowledged without it.
+func (a *Assembler) acks() (all, slow uint64) {
+	if a.Acks == nil {
+		return 0, 0
+	}
+	return a.Acks()
 }
 
 // Step runs one pass and returns how many traces it assembled.
@@ -332,7 +376,7 @@ func (a *Assembler) assemble(ctx context.Context, p pass, project uint32, traceI
 	// The spans come in batches of whole traces, each derived and let go
 	// before the next is decoded (QuerySpanCores).
 	events := passEvents{a: a, project: project}
-	var reqs []telemetry.LLMRequest
+	reqs := make([]telemetry.LLMRequest, 0, len(traceIDs)) // about a request a trace
 	var batchErr error
 	spans := 0
 	err = a.CH.QuerySpanCores(ctx, a.batchSpans, func(batch []telemetry.Span) error {

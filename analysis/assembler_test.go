@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -622,5 +623,68 @@ func TestAssemblerColdStartsAcrossBatches(t *testing.T) {
 		if len(rows) != 1 || rows["c1"].ColdStart != w {
 			t.Errorf("trace %s: rows %+v, want one cold start %v", trace, rows, w)
 		}
+	}
+}
+
+// TestNextRestRatio: the rest after a chained pass doubles while more than
+// 1 % of the acknowledgements during it were slow, up to 4× the pass's
+// time, and halves back to 1× once they are not; a handful of exports
+// says nothing either way.
+func TestNextRestRatio(t *testing.T) {
+	for _, c := range []struct {
+		ratio     float64
+		all, slow uint64
+		want      float64
+	}{
+		{0, 0, 0, 1},       // the first pass, no exports
+		{1, 1000, 5, 1},    // 0.5 % slow
+		{1, 1000, 11, 2},   // 1.1 % slow
+		{2, 1000, 200, 4},  //
+		{4, 1000, 1000, 4}, // at most 4
+		{4, 1000, 0, 2},    // receivers fast again
+		{1, 1000, 0, 1},    // at least 1
+		{4, 10, 10, 4},     // too few to judge
+		{0.5, 10, 0, 1},    // never below 1
+		{9, 10, 0, 4},      // nor above 4
+	} {
+		if got := nextRestRatio(c.ratio, c.all, c.slow); got != c.want {
+			t.Errorf("nextRestRatio(%v, %d, %d) = %v, want %v", c.ratio, c.all, c.slow, got, c.want)
+		}
+	}
+}
+
+// While the receivers' acknowledgements are slow, Run rests longer after
+// each chained pass: twice the pass's time, then four times.
+func TestAssemblerRestsLongerWhileAcksAreSlow(t *testing.T) {
+	a := openAssembler(t)
+	a.MaxSpans = 2 // one insert a pass
+	a.Interval = 20 * time.Millisecond
+	var acks, slow uint64
+	a.Acks = func() (uint64, uint64) {
+		acks, slow = acks+100, slow+50 // half of every pass's exports slow
+		return acks, slow
+	}
+	var ratios []float64
+	a.rest = func(context.Context, time.Duration) { ratios = append(ratios, a.restRatio) }
+	now := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Minute)
+	traces := []string{"s1", "s2", "s3", "s4"}
+	for _, trace := range traces {
+		a.mustInsert(t, agentSpan(trace, "root", "", now, false), agentSpan(trace, "c1", "root", now.Add(time.Millisecond), true))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		a.Run(ctx)
+		close(done)
+	}()
+	for deadline := time.Now().Add(30 * time.Second); len(liveRows(t, a, "s4")) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("s4 not assembled within 30 s")
+		}
+	}
+	cancel()
+	<-done
+	if want := []float64{2, 4, 4}; !slices.Equal(ratios, want) {
+		t.Errorf("rest ratios %v, want %v (one rest after each pass that left more)", ratios, want)
 	}
 }

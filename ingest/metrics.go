@@ -1,6 +1,9 @@
 package ingest
 
 import (
+	"sync/atomic"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -21,7 +24,30 @@ type Metrics struct {
 	WriteLatency  prometheus.Histogram
 	WALSync       prometheus.Histogram // one group commit: write + fsync
 	ScrapeUp      *prometheus.GaugeVec // 1 when the last scrape of a /metrics target succeeded
+
+	// acks and slowAcks count acknowledged exports, and those the server
+	// took longer than SlowAck over (Acks).
+	acks, slowAcks atomic.Uint64
 }
+
+// SlowAck is an acknowledgement slow enough that background work should
+// yield to the receivers: well within the 250 ms exporters are promised
+// at half load, and several times a quiet node's 10–20 ms.
+const SlowAck = 100 * time.Millisecond
+
+// observeAck records an acknowledged export that took d.
+func (m *Metrics) observeAck(signal, transport string, d time.Duration) {
+	m.ExportLatency.WithLabelValues(signal, transport).Observe(d.Seconds())
+	m.acks.Add(1)
+	if d > SlowAck {
+		m.slowAcks.Add(1)
+	}
+}
+
+// Acks returns how many exports were acknowledged so far, and how many of
+// them took longer than SlowAck: the assembler rests longer between its
+// passes while receivers are slow (analysis.Assembler.Acks).
+func (m *Metrics) Acks() (all, slow uint64) { return m.acks.Load(), m.slowAcks.Load() }
 
 // NewMetrics registers the ingest metrics in a fresh registry.
 func NewMetrics() *Metrics {

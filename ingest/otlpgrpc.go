@@ -154,7 +154,7 @@ func grpcExport[Req any, PReq interface {
 		return nil, r.grpcStatus(signal, err)
 	}
 	r.Pipeline.Metrics.Requests.WithLabelValues(signal, "grpc", "ok").Inc()
-	r.Pipeline.Metrics.ExportLatency.WithLabelValues(signal, "grpc").Observe(time.Since(t0).Seconds())
+	r.Pipeline.Metrics.observeAck(signal, "grpc", time.Since(t0))
 	return resp, nil
 }
 

@@ -131,7 +131,7 @@ func (r *Receiver) handle(signal string, newReq func() proto.Message, lazyProto 
 			return
 		}
 		r.Pipeline.Metrics.Requests.WithLabelValues(signal, "http", "ok").Inc()
-		r.Pipeline.Metrics.ExportLatency.WithLabelValues(signal, "http").Observe(time.Since(t0).Seconds())
+		r.Pipeline.Metrics.observeAck(signal, "http", time.Since(t0))
 		r.write(w, enc, http.StatusOK, resp)
 	}
 }

@@ -299,11 +299,16 @@ func TestOTLPPartialSuccess(t *testing.T) {
 	})
 
 	t.Run("gRPC", func(t *testing.T) {
+		acks0, _ := srv.Ingest.Pipeline.Metrics.Acks()
 		out, err := traces.Export(authed, mixedExport(12, t0))
 		if err != nil {
 			t.Fatal(err)
 		}
 		checkPartial(t, out.GetPartialSuccess())
+		// The assembler's view of the receivers counts it (Assembler.Acks).
+		if acks, slow := srv.Ingest.Pipeline.Metrics.Acks(); acks != acks0+1 || slow > acks {
+			t.Errorf("acknowledgements %d → %d (%d slow), want one more", acks0, acks, slow)
+		}
 		spansIn(t, srv.CH, otlptest.TraceHex(12), 3)
 	})
 
