@@ -436,24 +436,7 @@ func TestAssemblerRestsBetweenChainedPasses(t *testing.T) {
 		defer mu.Unlock()
 		rests = append(rests, d)
 	}
-	now := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Minute)
-	for _, trace := range []string{"r1", "r2", "r3"} {
-		a.mustInsert(t, agentSpan(trace, "root", "", now, false), agentSpan(trace, "c1", "root", now.Add(time.Millisecond), true))
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		a.Run(ctx)
-		close(done)
-	}()
-	for deadline := time.Now().Add(30 * time.Second); len(liveRows(t, a, "r3")) == 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("r3 not assembled within 30 s")
-		}
-	}
-	time.Sleep(10 * a.Interval) // passes that find nothing: no rest
-	cancel()
-	<-done
+	runUntilAssembled(t, a, []string{"r1", "r2", "r3"}, 10*a.Interval) // then passes that find nothing: no rest
 	mu.Lock()
 	defer mu.Unlock()
 	if len(rests) != 1 || rests[0] <= 0 || rests[0] > 10*time.Second {
@@ -666,8 +649,18 @@ func TestAssemblerRestsLongerWhileAcksAreSlow(t *testing.T) {
 	}
 	var ratios []float64
 	a.rest = func(context.Context, time.Duration) { ratios = append(ratios, a.restRatio) }
+	runUntilAssembled(t, a, []string{"s1", "s2", "s3", "s4"}, 0)
+	if want := []float64{2, 4, 4}; !slices.Equal(ratios, want) {
+		t.Errorf("rest ratios %v, want %v (one rest after each pass that left more)", ratios, want)
+	}
+}
+
+// runUntilAssembled inserts an agent trace of each id, one insert each,
+// runs the assembler until the last is assembled and settle more, and
+// stops it.
+func runUntilAssembled(t *testing.T, a *Assembler, traces []string, settle time.Duration) {
+	t.Helper()
 	now := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Minute)
-	traces := []string{"s1", "s2", "s3", "s4"}
 	for _, trace := range traces {
 		a.mustInsert(t, agentSpan(trace, "root", "", now, false), agentSpan(trace, "c1", "root", now.Add(time.Millisecond), true))
 	}
@@ -677,14 +670,15 @@ func TestAssemblerRestsLongerWhileAcksAreSlow(t *testing.T) {
 		a.Run(ctx)
 		close(done)
 	}()
-	for deadline := time.Now().Add(30 * time.Second); len(liveRows(t, a, "s4")) == 0; time.Sleep(20 * time.Millisecond) {
+	last := traces[len(traces)-1]
+	for deadline := time.Now().Add(30 * time.Second); len(liveRows(t, a, last)) == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("s4 not assembled within 30 s")
+			cancel()
+			<-done
+			t.Fatalf("%s not assembled within 30 s", last)
 		}
 	}
+	time.Sleep(settle)
 	cancel()
 	<-done
-	if want := []float64{2, 4, 4}; !slices.Equal(ratios, want) {
-		t.Errorf("rest ratios %v, want %v (one rest after each pass that left more)", ratios, want)
-	}
 }
