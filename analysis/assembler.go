@@ -133,7 +133,8 @@ const restPerPass = 1.0
 // While more than slowAckShare of the acknowledgements during a pass were
 // slow (ingest.SlowAck), the rest after it doubles, up to maxRestPerPass:
 // the receivers then still have a core and a half when the assembler
-// works. It halves again, down to restPerPass, after passes with fewer.
+// works. It halves again, down to restPerPass, after passes with fewer,
+// or with fewer than minAcksToJudge acknowledgements at all.
 // At the most the assembler still takes a fifth of a core, so it falls
 // behind during a long burst but never stops.
 const (
@@ -146,14 +147,12 @@ const (
 // during it: all of them and the slow ones.
 func nextRestRatio(ratio float64, all, slow uint64) float64 {
 	ratio = min(max(ratio, restPerPass), maxRestPerPass)
-	switch {
-	case all < minAcksToJudge:
-		return ratio // too few exports to tell
-	case float64(slow) > slowAckShare*float64(all):
+	// A handful of exports (a burst has ended) leaves the receivers
+	// nothing to protect: the assembler catches up at its usual pace.
+	if all >= minAcksToJudge && float64(slow) > slowAckShare*float64(all) {
 		return min(2*ratio, maxRestPerPass)
-	default:
-		return max(ratio/2, restPerPass)
 	}
+	return max(ratio/2, restPerPass)
 }
 
 // Run assembles until ctx is done. Only one node in a cluster works at a

@@ -611,8 +611,8 @@ func TestAssemblerColdStartsAcrossBatches(t *testing.T) {
 
 // TestNextRestRatio: the rest after a chained pass doubles while more than
 // 1 % of the acknowledgements during it were slow, up to 4× the pass's
-// time, and halves back to 1× once they are not; a handful of exports
-// says nothing either way.
+// time, and halves back to 1× once they are not, or once hardly any
+// exports arrive (a burst is over).
 func TestNextRestRatio(t *testing.T) {
 	for _, c := range []struct {
 		ratio     float64
@@ -622,13 +622,13 @@ func TestNextRestRatio(t *testing.T) {
 		{0, 0, 0, 1},       // the first pass, no exports
 		{1, 1000, 5, 1},    // 0.5 % slow
 		{1, 1000, 11, 2},   // 1.1 % slow
-		{2, 1000, 200, 4},  //
+		{2, 1000, 200, 4},  // 20 % slow
 		{4, 1000, 1000, 4}, // at most 4
 		{4, 1000, 0, 2},    // receivers fast again
 		{1, 1000, 0, 1},    // at least 1
-		{4, 10, 10, 4},     // too few to judge
+		{4, 10, 10, 2},     // too few to protect: back toward 1
 		{0.5, 10, 0, 1},    // never below 1
-		{9, 10, 0, 4},      // nor above 4
+		{9, 1000, 1000, 4}, // nor above 4
 	} {
 		if got := nextRestRatio(c.ratio, c.all, c.slow); got != c.want {
 			t.Errorf("nextRestRatio(%v, %d, %d) = %v, want %v", c.ratio, c.all, c.slow, got, c.want)
