@@ -182,15 +182,13 @@ func decodeTypedEach[T any](buf []byte, known map[string]typedColumn[T], key str
 	if err != nil {
 		return err
 	}
-	fields := make([]func(*binReader, *T, *numSlab), len(names))
+	fields, err := typedFields(names, types, known)
+	if err != nil {
+		return err
+	}
 	skips := make([]func(*binReader), len(names))
 	keyCol := -1
-	for i := range fields {
-		f, ok := known[names[i]]
-		if !ok || f.typ != types[i] {
-			return errUnsupportedType
-		}
-		fields[i] = f.set
+	for i := range names {
 		if skips[i], err = newBinSkipper(types[i]); err != nil {
 			return err
 		}
@@ -255,6 +253,20 @@ func decodeTypedEach[T any](buf []byte, known map[string]typedColumn[T], key str
 		}
 	}
 	return nil
+}
+
+// typedFields returns the decoders of an answer's columns, in order: all
+// must be known, with the type the engine reports, or errUnsupportedType.
+func typedFields[T any](names, types []string, known map[string]typedColumn[T]) ([]func(*binReader, *T, *numSlab), error) {
+	fields := make([]func(*binReader, *T, *numSlab), len(names))
+	for i := range fields {
+		f, ok := known[names[i]]
+		if !ok || f.typ != types[i] {
+			return nil, errUnsupportedType
+		}
+		fields[i] = f.set
+	}
+	return fields, nil
 }
 
 // typedColumn decodes one column of a row into a T.
@@ -435,13 +447,9 @@ func decodeTyped[T any](buf []byte, known map[string]typedColumn[T], rowSize int
 	if err != nil {
 		return nil, err
 	}
-	fields := make([]func(*binReader, *T, *numSlab), len(names))
-	for i := range fields {
-		f, ok := known[names[i]]
-		if !ok || f.typ != types[i] {
-			return nil, errUnsupportedType
-		}
-		fields[i] = f.set
+	fields, err := typedFields(names, types, known)
+	if err != nil {
+		return nil, err
 	}
 	// Rows go into chunks sized from rowSize, then into one slice of the
 	// exact length: a guess short of the real count grew the slice by a
