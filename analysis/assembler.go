@@ -28,8 +28,15 @@ type Assembler struct {
 	CH  *clickhouse.Store
 	PG  *postgres.Store
 	Log *slog.Logger
-	// Lag keeps the assembler behind inserts that may still be committing.
+	// Lag keeps the assembler behind inserts that may still be committing:
+	// those of other writers, and the engine's clock against this one's.
 	Lag time.Duration
+	// Writing, when set, says since when this process's oldest insert
+	// still under way runs (ingest.Pipeline.WritingSince). Its spans carry
+	// an inserted_at from its start but are visible only once it commits,
+	// which under load takes longer than Lag: a pass reading past that
+	// start would miss them for good.
+	Writing func() (since time.Time, ok bool)
 	// Interval between passes.
 	Interval time.Duration
 	// MaxSpans bounds one pass by the new spans it takes (whole inserts:
@@ -198,6 +205,11 @@ func (a *Assembler) step(ctx context.Context) (n int, more bool, err error) {
 		return 0, false, err
 	}
 	upper := a.Now().Add(-a.Lag)
+	if a.Writing != nil {
+		if since, ok := a.Writing(); ok && since.Add(-a.Lag).Before(upper) {
+			upper = since.Add(-a.Lag)
+		}
+	}
 	if !upper.After(wm) {
 		return 0, false, nil
 	}

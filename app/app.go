@@ -107,7 +107,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	a.workers.Add(1)
 	go func() { defer a.workers.Done(); a.Scraper.Run(workCtx) }()
 
-	asm := &analysis.Assembler{CH: a.CH, PG: a.PG, Log: log, Acks: pipe.Metrics.Acks}
+	asm := &analysis.Assembler{CH: a.CH, PG: a.PG, Log: log, Acks: pipe.Metrics.Acks, Writing: pipe.WritingSince}
 	a.workers.Add(1)
 	go func() { defer a.workers.Done(); asm.Run(workCtx) }()
 	a.Queries = &analysis.Queries{CH: a.CH}

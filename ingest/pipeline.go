@@ -110,7 +110,52 @@ type Pipeline struct {
 	instances map[instanceKey]bool
 	// written: resources already in the resources table, not written again.
 	written writtenResources
+	// running: the inserts into ClickHouse under way (WritingSince).
+	running runningInserts
 }
+
+// runningInserts holds when each insert still under way began. Its spans
+// take their inserted_at (the engine's now64) as the insert starts, but
+// become visible only when it commits, seconds later under load: a reader
+// going by inserted_at must stay behind the oldest start.
+type runningInserts struct {
+	mu     sync.Mutex
+	starts map[*time.Time]struct{}
+}
+
+func (r *runningInserts) begin() *time.Time {
+	t := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.starts == nil {
+		r.starts = map[*time.Time]struct{}{}
+	}
+	r.starts[&t] = struct{}{}
+	return &t
+}
+
+func (r *runningInserts) end(t *time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.starts, t)
+}
+
+func (r *runningInserts) oldest() (since time.Time, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for t := range r.starts {
+		if !ok || t.Before(since) {
+			since, ok = *t, true
+		}
+	}
+	return since, ok
+}
+
+// WritingSince is when the oldest insert into ClickHouse still under way
+// began; ok is false when none is. Rows stored since then may carry an
+// earlier inserted_at than rows already visible, and become visible only
+// when their insert commits: the assembler stays behind it.
+func (p *Pipeline) WritingSince() (since time.Time, ok bool) { return p.running.oldest() }
 
 // pendingSegment is what one write-ahead log segment holds, kept in memory
 // until it is in ClickHouse.
@@ -401,12 +446,14 @@ func (p *Pipeline) writeSegment(ctx context.Context, s Segment) error {
 	// would count them twice), and an instance is marked known only once
 	// its event is stored, or a failed insert would lose the event for good.
 	started := p.newInstances(seg.sightings)
-	t0 := time.Now()
-	if err := p.insert(ctx, seg, started); err != nil {
+	t0 := p.running.begin()
+	err := p.insert(ctx, seg, started)
+	p.running.end(t0)
+	if err != nil {
 		return err
 	}
 	p.markInstances(started)
-	p.Metrics.WriteLatency.Observe(time.Since(t0).Seconds())
+	p.Metrics.WriteLatency.Observe(time.Since(*t0).Seconds())
 	p.Metrics.Written.Add(float64(acked + len(started)))
 	if err := p.wal.Remove(s); err != nil {
 		return fmt.Errorf("remove segment: %w", err)
