@@ -157,6 +157,7 @@ type ingestTarget struct {
 	templates               []*traceTemplate
 	seq                     atomic.Uint64 // send sequence: makes every export's trace ids new
 	watermarks              *watermarkReader
+	logf                    func(format string, args ...any) // progress while the bench waits
 }
 
 func (o *ingestOptions) defaults() {
@@ -250,6 +251,7 @@ func runIngest(ctx context.Context, opts ingestOptions) (*ingestReport, error) {
 	t.templates = templates
 	t.watermarks = &watermarkReader{url: t.dbURL}
 	defer t.watermarks.close()
+	t.logf = logf
 	logf("server up (pid %d, build %s, start %s); data dir %s", t.pid, t.buildTime.Round(time.Millisecond), t.startTime.Round(time.Millisecond), t.dataDir)
 
 	rep := &ingestReport{Options: opts, SpansPerReq: 4}
@@ -630,11 +632,17 @@ const assembleWait = 5 * time.Minute
 // the assembler was still behind when the wait ran out.
 func (t *ingestTarget) assembled(ctx context.Context, s *sampler) (wait time.Duration, behind bool) {
 	t0 := time.Now()
+	said := t0
 	for time.Since(t0) < assembleWait && ctx.Err() == nil {
 		if w, ok := t.watermarks.read(ctx); ok {
 			s.maxLag = max(s.maxLag, time.Since(w))
 			if !w.Before(t0) {
 				return time.Since(t0), false
+			}
+			if time.Since(said) >= 30*time.Second && t.logf != nil {
+				said = time.Now()
+				t.logf("waiting for the assembler: %s left to assemble (waited %s of at most %s)",
+					t0.Sub(w).Round(time.Second), time.Since(t0).Round(time.Second), assembleWait)
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
