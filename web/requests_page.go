@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -40,7 +41,7 @@ var requestColumns = []struct {
 	{"ITL", "Inter-token latency (decode / (output tokens − 1))", "itl", true},
 	{"In tok.", "Input tokens", "input_tokens", true},
 	{"Out tok.", "Output tokens", "output_tokens", true},
-	{"Flags", "", "", false},
+	{"Flags", "", "", false}, // quiet: its tags say what they are
 }
 
 // requestsQuery is the requests page's state as read from the URL.
@@ -200,7 +201,7 @@ func requestsResults(q requestsQuery, reqs []telemetry.LLMRequest, count analysi
 		current = "start"
 	}
 	for _, col := range requestColumns {
-		sc := views.SortColumn{Label: col.Label, Title: col.Title, Num: col.Num}
+		sc := views.SortColumn{Label: col.Label, Title: col.Title, Num: col.Num, Quiet: col.Label == "Flags"}
 		if col.Sort != "" {
 			v := url.Values{}
 			for k, x := range base {
@@ -279,7 +280,8 @@ func requestRow(q *telemetry.LLMRequest, now time.Time) views.RequestRow {
 	row := views.RequestRow{
 		Href: "/requests/" + q.TraceID + "#call-" + q.SpanID, Time: humanTime(q.Start, now),
 		TimeFull: q.Start.UTC().Format("2006-01-02 15:04:05.000 UTC"),
-		Service:  q.Service, Model: orNone(q.Model), Instance: q.Instance,
+		Service:  q.Service, Model: shortModel(orNone(q.Model)), ModelFull: orNone(q.Model),
+		Instance: clipMiddle(q.Instance, instanceChars), InstanceFull: q.Instance,
 		PreInference: humanMs(q.PreInference), Queue: humanMs(q.Queue), Prefill: humanMs(q.Prefill), Network: humanMs(q.Network),
 		Decode: humanMs(q.Decode), TTFT: humanMs(q.TTFT), E2E: humanMs(q.E2E), ITL: humanMs(q.ITL),
 		InputTokens: humanTokens(q.InputTokens), OutputTokens: humanTokens(q.OutputTokens),
@@ -289,6 +291,46 @@ func requestRow(q *telemetry.LLMRequest, now time.Time) views.RequestRow {
 		row.Service = q.Service + " → " + q.ServerService
 	}
 	return row
+}
+
+// instanceChars is about how much of an instance name a table row shows.
+const instanceChars = 18
+
+// shortModel drops a model name's organisation ("meta-llama/Llama-3.1-8B"
+// → "Llama-3.1-8B"): the rest tells models apart in a table.
+func shortModel(m string) string {
+	if i := strings.LastIndexByte(m, '/'); i >= 0 && i < len(m)-1 {
+		return m[i+1:]
+	}
+	return m
+}
+
+// clipMiddle shortens a name to about n characters, keeping its head and
+// its last dash-separated part: pods of one deployment share the head and
+// differ in the tail ("vllm-llama-rnsx4p229s-qf7wj" → "vllm-llama…qf7wj").
+func clipMiddle(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	tail := r[len(r)-min(8, n/2):]
+	if i := strings.LastIndexByte(s, '-'); i >= 0 && utf8.RuneCountInString(s[i+1:]) <= min(8, n/2) {
+		tail = []rune(s[i+1:])
+	}
+	head := r[:max(n-len(tail)-1, 0)]
+	if i := lastRune(head, '-'); i > 0 && i >= len(head)/2 {
+		head = head[:i] // end on a whole part, unless that loses most of it
+	}
+	return string(head) + "…" + string(tail)
+}
+
+func lastRune(r []rune, c rune) int {
+	for i := len(r) - 1; i >= 0; i-- {
+		if r[i] == c {
+			return i
+		}
+	}
+	return -1
 }
 
 // bundled reports a managed-API call: no inference-server span, so queue,
