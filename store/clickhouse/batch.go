@@ -28,7 +28,8 @@ type Batch struct {
 	nativeFile string
 	// Foreground: on a cluster, Insert returns once the rows are on their
 	// shards, not queued by the Distributed table (resources must be
-	// readable before the spans that reference them).
+	// readable before the spans that reference them, and spans by the time
+	// their insert returns: SpansBatch).
 	Foreground bool
 }
 
@@ -615,5 +616,5 @@ func SpanBlocksBatch(blocks [][]byte, rows int) *Batch {
 	for i, n := range spanColumnNames {
 		cols[i] = BatchColumn{Name: n}
 	}
-	return &Batch{Table: "spans", Columns: cols, native: blocks, nativeRows: rows}
+	return &Batch{Table: "spans", Foreground: true, Columns: cols, native: blocks, nativeRows: rows}
 }

@@ -266,3 +266,19 @@ func TestSpanContextColumns(t *testing.T) {
 		}
 	}
 }
+
+// Every way spans are inserted waits, on a cluster, until the shards hold
+// them: the assembler stays behind inserts still under way, not behind
+// rows a Distributed table has yet to send (they would carry an older
+// inserted_at than rows it has already passed).
+func TestSpanBatchesAreForeground(t *testing.T) {
+	span := telemetry.Span{ProjectID: 1, TraceID: "t", SpanID: "s", Start: time.Now(), End: time.Now()}
+	for name, b := range map[string]*Batch{
+		"SpansBatch":      SpansBatch([]telemetry.Span{span}),
+		"SpanBlocksBatch": SpanBlocksBatch(nil, 1),
+	} {
+		if !b.Foreground {
+			t.Errorf("%s is not a Foreground batch", name)
+		}
+	}
+}

@@ -48,7 +48,10 @@ func inlineResource(s *telemetry.Span) map[string]string {
 
 // SpansBatch lays spans out as columns of the spans table. Spans with a
 // ResourceHash store it instead of their resource map: insert their
-// resources (ResourcesBatch) before them.
+// resources (ResourcesBatch) before them. It is a Foreground batch: the
+// assembler reads spans by inserted_at and stays behind the inserts still
+// under way (ingest.Pipeline.WritingSince), so on a cluster the insert must
+// not return while its rows are still queued for their shards.
 func SpansBatch(spans []telemetry.Span) *Batch {
 	n := len(spans)
 	var (
@@ -88,7 +91,7 @@ func SpansBatch(spans []telemetry.Span) *Batch {
 		}
 	}
 	const lc, dt, ni = "LowCardinality(String)", "DateTime64(9, 'UTC')", "Nullable(Int64)"
-	return &Batch{Table: "spans", Columns: []BatchColumn{
+	return &Batch{Table: "spans", Foreground: true, Columns: []BatchColumn{
 		{"project_id", "UInt32", project},
 		{"trace_id", "String", traceID},
 		{"span_id", "String", spanID},
