@@ -206,8 +206,8 @@ func (a *Assembler) step(ctx context.Context) (n int, more bool, err error) {
 	}
 	upper := a.Now().Add(-a.Lag)
 	if a.Writing != nil {
-		if since, ok := a.Writing(); ok && since.Add(-a.Lag).Before(upper) {
-			upper = since.Add(-a.Lag)
+		if since, ok := a.Writing(); ok {
+			upper = minTime(upper, since.Add(-a.Lag))
 		}
 	}
 	if !upper.After(wm) {
@@ -504,10 +504,7 @@ func (e *passEvents) cover(ctx context.Context, spans []telemetry.Span) (*assemb
 	if e.hist != nil && !added && !lo.Before(e.lo) && !hi.After(e.hi) {
 		return e.hist, nil
 	}
-	window := e.a.Options.ColdStartWindow
-	if window <= 0 {
-		window = assemble.DefaultColdStartWindow
-	}
+	window := e.a.Options.WithDefaults().ColdStartWindow
 	if e.hist != nil {
 		lo, hi = minTime(lo, e.lo), maxTime(hi, e.hi)
 	} else {

@@ -53,7 +53,8 @@ const (
 // still read as 0; beyond it the clocks disagree too much to say anything.
 const skewTolerance = 5 * time.Millisecond
 
-func (o Options) withDefaults() Options {
+// WithDefaults fills the options left zero with their defaults.
+func (o Options) WithDefaults() Options {
 	if o.ColdStartWindow <= 0 {
 		o.ColdStartWindow = DefaultColdStartWindow
 	}

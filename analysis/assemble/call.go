@@ -45,7 +45,7 @@ type assembler struct {
 
 func newAssembler(hist *InstanceHistory, opt Options, spans int) *assembler {
 	return &assembler{
-		opt:  opt.withDefaults(),
+		opt:  opt.WithDefaults(),
 		hist: hist,
 		// Roughly one call per 2–4 spans and 9 optional figures per call.
 		slab: slab{chunk: min(max(3*spans, 16), 2048)},
