@@ -140,23 +140,31 @@ const restPerPass = 1.0
 // While more than slowAckShare of the acknowledgements during a pass were
 // slow (ingest.SlowAck), the rest after it doubles, up to maxRestPerPass:
 // the receivers then still have a core and a half when the assembler
-// works. It halves again, down to restPerPass, after passes with fewer,
-// or with fewer than minAcksToJudge acknowledgements at all.
+// works. It halves again, down to restPerPass, after passes with fewer.
 // At the most the assembler still takes a fifth of a core, so it falls
 // behind during a long burst but never stops.
+//
+// After a pass with fewer than minAcksToJudge acknowledgements (a burst
+// has ended, and the receivers have nothing to protect) it rests only
+// restWhenIdle: catching up is then what makes pages current again. At
+// 1× the assembler took ~5 minutes to assemble a 3-minute burst once the
+// burst was over (bench ingest). It still rests a little: pages' reads
+// share the engine with it.
 const (
 	slowAckShare   = 0.01
 	maxRestPerPass = 4.0
 	minAcksToJudge = 20
+	restWhenIdle   = 0.25
 )
 
 // nextRestRatio adapts the rest after a pass to the acknowledgements
 // during it: all of them and the slow ones.
 func nextRestRatio(ratio float64, all, slow uint64) float64 {
+	if all < minAcksToJudge {
+		return restWhenIdle
+	}
 	ratio = min(max(ratio, restPerPass), maxRestPerPass)
-	// A handful of exports (a burst has ended) leaves the receivers
-	// nothing to protect: the assembler catches up at its usual pace.
-	if all >= minAcksToJudge && float64(slow) > slowAckShare*float64(all) {
+	if float64(slow) > slowAckShare*float64(all) {
 		return min(2*ratio, maxRestPerPass)
 	}
 	return max(ratio/2, restPerPass)

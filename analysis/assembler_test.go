@@ -611,24 +611,25 @@ func TestAssemblerColdStartsAcrossBatches(t *testing.T) {
 
 // TestNextRestRatio: the rest after a chained pass doubles while more than
 // 1 % of the acknowledgements during it were slow, up to 4× the pass's
-// time, and halves back to 1× once they are not, or once hardly any
-// exports arrive (a burst is over).
+// time, and halves back to 1× once they are not. Once hardly any exports
+// arrive (a burst is over) it drops to a quarter.
 func TestNextRestRatio(t *testing.T) {
 	for _, c := range []struct {
 		ratio     float64
 		all, slow uint64
 		want      float64
 	}{
-		{0, 0, 0, 1},       // the first pass, no exports
-		{1, 1000, 5, 1},    // 0.5 % slow
-		{1, 1000, 11, 2},   // 1.1 % slow
-		{2, 1000, 200, 4},  // 20 % slow
-		{4, 1000, 1000, 4}, // at most 4
-		{4, 1000, 0, 2},    // receivers fast again
-		{1, 1000, 0, 1},    // at least 1
-		{4, 10, 10, 2},     // too few to protect: back toward 1
-		{0.5, 10, 0, 1},    // never below 1
-		{9, 1000, 1000, 4}, // nor above 4
+		{0, 0, 0, 0.25},     // the first pass, no exports
+		{1, 1000, 5, 1},     // 0.5 % slow
+		{1, 1000, 11, 2},    // 1.1 % slow
+		{2, 1000, 200, 4},   // 20 % slow
+		{4, 1000, 1000, 4},  // at most 4
+		{4, 1000, 0, 2},     // receivers fast again
+		{1, 1000, 0, 1},     // at least 1 while exports arrive
+		{0.25, 1000, 0, 1},  // exports again after an idle stretch
+		{0.25, 1000, 20, 2}, // slow ones at once: twice 1
+		{4, 10, 10, 0.25},   // too few to protect: catch up
+		{9, 1000, 1000, 4},  // never above 4
 	} {
 		if got := nextRestRatio(c.ratio, c.all, c.slow); got != c.want {
 			t.Errorf("nextRestRatio(%v, %d, %d) = %v, want %v", c.ratio, c.all, c.slow, got, c.want)
@@ -651,6 +652,21 @@ func TestAssemblerRestsLongerWhileAcksAreSlow(t *testing.T) {
 	a.rest = func(context.Context, time.Duration) { ratios = append(ratios, a.restRatio) }
 	runUntilAssembled(t, a, []string{"s1", "s2", "s3", "s4"}, 0)
 	if want := []float64{2, 4, 4}; !slices.Equal(ratios, want) {
+		t.Errorf("rest ratios %v, want %v (one rest after each pass that left more)", ratios, want)
+	}
+}
+
+// With no exports arriving, Run rests only a quarter of each chained
+// pass's time: nothing competes with it but the pages.
+func TestAssemblerCatchesUpWhileIdle(t *testing.T) {
+	a := openAssembler(t)
+	a.MaxSpans = 2 // one insert a pass
+	a.Interval = 20 * time.Millisecond
+	a.Acks = func() (uint64, uint64) { return 1000, 500 } // none since the start
+	var ratios []float64
+	a.rest = func(context.Context, time.Duration) { ratios = append(ratios, a.restRatio) }
+	runUntilAssembled(t, a, []string{"s1", "s2", "s3"}, 0)
+	if want := []float64{restWhenIdle, restWhenIdle}; !slices.Equal(ratios, want) {
 		t.Errorf("rest ratios %v, want %v (one rest after each pass that left more)", ratios, want)
 	}
 }
