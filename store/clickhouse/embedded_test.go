@@ -66,6 +66,26 @@ func TestProjectionFilteringOff(t *testing.T) {
 	}
 }
 
+// The engine's memory worker purges its allocator's freed pages beyond
+// dirtyPagesCap: the setting it started with, read back as bytes of the
+// memory limit it set itself, lands within 2 % of the cap.
+func TestEmbeddedCapsDirtyPages(t *testing.T) {
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+	r, err := s.Query(context.Background(), `SELECT
+		toFloat64(anyIf(value, name = 'memory_worker_purge_dirty_pages_threshold_ratio')) AS ratio,
+		toFloat64(anyIf(value, name = 'max_server_memory_usage')) AS limit
+		FROM system.server_settings`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ratio, limit := r.Row(0).Float("ratio"), r.Row(0).Float("limit")
+	if got := ratio * limit; got < 0.98*dirtyPagesCap || got > 1.02*dirtyPagesCap {
+		t.Errorf("the engine purges above %.0f MiB (ratio %g of a %.0f MiB limit; ours %d MiB), want %d MiB",
+			got/(1<<20), ratio, limit/(1<<20), engineMemoryLimit()>>20, dirtyPagesCap>>20)
+	}
+}
+
 // Statements run side by side on the pool's connections: one answers (and
 // sees the other among the engine's running queries) while a long one is
 // still running.
