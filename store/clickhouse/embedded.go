@@ -75,9 +75,12 @@ func engineMemoryLimit() uint64 {
 		return 0
 	}
 	total := si.Totalram * uint64(si.Unit)
-	if b, err := os.ReadFile("/sys/fs/cgroup/memory.max"); err == nil {
-		if v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && v > 0 {
-			total = min(total, v)
+	// cgroup v2, then v1 ("max" or a huge number when there is none).
+	for _, f := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+		if b, err := os.ReadFile(f); err == nil {
+			if v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && v > 0 {
+				total = min(total, v)
+			}
 		}
 	}
 	return total / 10 * 9
