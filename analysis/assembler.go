@@ -147,9 +147,9 @@ const restPerPass = 1.0
 // After a pass with fewer than minAcksToJudge acknowledgements (a burst
 // has ended, and the receivers have nothing to protect) it rests only
 // restWhenIdle: catching up is then what makes pages current again. At
-// 1× the assembler took ~5 minutes to assemble a 3-minute burst once the
-// burst was over (bench ingest). It still rests a little: pages' reads
-// share the engine with it.
+// 1× the assembler was still behind 5 minutes after a 3-minute burst
+// ended; at a quarter it caught up in 3–3.5 (bench ingest, session 18).
+// It still rests a little: pages' reads share the engine with it.
 const (
 	slowAckShare   = 0.01
 	maxRestPerPass = 4.0

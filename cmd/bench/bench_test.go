@@ -70,8 +70,12 @@ func TestIngestBenchSmoke(t *testing.T) {
 			t.Errorf("%s: the server refused %d generated spans: %s", r.Transport, r.Max.Rejected+r.Half.Rejected, r.Max.FirstError+r.Half.FirstError)
 		}
 		// The engine's memory by use comes with its tracked total.
-		if r.Max.PeakEngineHeld > 0 && len(r.Max.PeakEngineUses) == 0 {
-			t.Errorf("%s: engine tracked %.0f bytes at the peak but no memory by use was read", r.Transport, r.Max.PeakEngineHeld)
+		if p := r.Max.PhasePeak; p.EngineHeld > 0 && len(p.EngineUses) == 0 {
+			t.Errorf("%s: engine tracked %.0f bytes at the peak but no memory by use was read", r.Transport, p.EngineHeld)
+		}
+		// The server was sampled after the exports stopped, too.
+		if r.Max.AfterPeak.RSS == 0 {
+			t.Errorf("%s: no RSS sampled while the backlog drained and the assembler caught up", r.Transport)
 		}
 		// The server counted the phase's acknowledged exports as the bench did.
 		if _, n, _ := r.Max.ServerExport.quantile(0.99, 0.25); n != float64(r.Max.Exports) {

@@ -86,13 +86,10 @@ type phaseStats struct {
 	// its drain and the assembler's catching up) and at the end: how far
 	// merges fell behind the inserts.
 	SpansPartsMax, SpansPartsEnd float64
-	// What the server's memory held at the highest RSS sampled: the Go
-	// heap in use, the engine's tracked memory, its allocator's resident
-	// and dirty pages, and mapped files.
-	SampledPeakRSS, PeakRSSFile       int64
-	PeakHeapInuse, PeakEngineHeld     float64
-	PeakAllocResident, PeakAllocDirty float64
-	PeakEngineUses                    map[string]float64
+	// What the server's memory held at the highest RSS sampled while
+	// exports were sent (PhasePeak), and after, while the backlog drained
+	// and the assembler caught up (AfterPeak).
+	PhasePeak, AfterPeak rssPeak
 	// The server's own view of the phase (its /metrics histograms): time
 	// to acknowledge an export, and the write-ahead log's group commits.
 	ServerExport, WALSync histogram
@@ -494,20 +491,35 @@ func (c *phaseCounters) ok(spans int, lat time.Duration) {
 }
 
 // sampler records acked spans and the server's written rows once a second.
+// rssPeak is the server's memory at the highest RSS sampled in a stretch
+// of a phase: the RSS and its mapped files, the Go heap in use, the
+// engine's tracked memory (and by use), its allocator's resident and
+// dirty pages.
+type rssPeak struct {
+	RSS, File                 int64
+	HeapInuse, EngineHeld     float64
+	AllocResident, AllocDirty float64
+	EngineUses                map[string]float64
+}
+
+// sampler reads the server each second from a phase's start until it
+// has drained and assembled what the phase sent.
 type sampler struct {
-	at               []time.Duration
-	acked            []int64
-	written          []float64
-	stop             chan struct{}
-	done             chan struct{}
-	peakRSS          int64
-	maxLag           time.Duration // assembler watermark behind the clock, at most
-	maxParts         float64       // active parts of spans, at most
-	peakMetrics      serverMetrics // /metrics when RSS was at peakRSS
-	peakFile         int64         // RssFile then
-	webAddr          string
-	pid              int
-	countersAckedPtr *atomic.Int64
+	mu       sync.Mutex // record runs on its own goroutine
+	at       []time.Duration
+	acked    []int64
+	written  []float64
+	stop     chan struct{}
+	done     chan struct{}
+	maxLag   time.Duration // assembler watermark behind the clock, at most
+	maxParts float64       // active parts of spans, at most
+	// after: exports have stopped; samples no longer count for the rates,
+	// only for afterPeak.
+	after                bool
+	phasePeak, afterPeak rssPeak
+	webAddr              string
+	pid                  int
+	countersAckedPtr     *atomic.Int64
 }
 
 func startSampler(ctx context.Context, web string, pid int, acked *atomic.Int64, wm *watermarkReader) *sampler {
@@ -515,15 +527,23 @@ func startSampler(ctx context.Context, web string, pid int, acked *atomic.Int64,
 	t0 := time.Now()
 	record := func() {
 		if w, ok := wm.read(ctx); ok {
-			s.maxLag = max(s.maxLag, time.Since(w))
+			s.noteLag(time.Since(w))
 		}
 		m, _ := scrapeMetrics(ctx, web)
+		mem := readMem(pid)
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		s.maxParts = max(s.maxParts, m.SpansParts)
-		s.at = append(s.at, time.Since(t0))
-		s.acked = append(s.acked, acked.Load())
-		s.written = append(s.written, m.WrittenRows)
-		if mem := readMem(pid); mem.RSS > s.peakRSS {
-			s.peakRSS, s.peakMetrics, s.peakFile = mem.RSS, m, mem.File
+		peak := &s.afterPeak
+		if !s.after {
+			peak = &s.phasePeak
+			s.at = append(s.at, time.Since(t0))
+			s.acked = append(s.acked, acked.Load())
+			s.written = append(s.written, m.WrittenRows)
+		}
+		if mem.RSS > peak.RSS {
+			*peak = rssPeak{RSS: mem.RSS, File: mem.File, HeapInuse: m.HeapInuse, EngineHeld: m.Engine,
+				AllocResident: m.AllocResident, AllocDirty: m.AllocDirty, EngineUses: m.EngineUses}
 		}
 	}
 	record()
@@ -546,8 +566,25 @@ func startSampler(ctx context.Context, web string, pid int, acked *atomic.Int64,
 
 func (s *sampler) finish() { close(s.stop); <-s.done }
 
+// phaseOver marks the end of the exports: later samples are the drain's
+// and the assembler's catching up.
+func (s *sampler) phaseOver() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.after = true
+}
+
+// noteLag keeps the assembler's largest lag seen.
+func (s *sampler) noteLag(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.maxLag = max(s.maxLag, d)
+}
+
 // secondHalf returns acked and written spans/s over the second half.
 func (s *sampler) secondHalf() (acked, written float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	n := len(s.at)
 	if n < 3 {
 		return 0, 0
@@ -573,7 +610,11 @@ func (t *ingestTarget) beginPhase(ctx context.Context) phaseClock {
 	return phaseClock{cpuTime(t.pid), cpuTime(os.Getpid()), machineBusy(), m}
 }
 
+// endPhase reads what a phase did once its exports have stopped: it waits
+// for the backlog to drain and the assembler to catch up, sampling the
+// server until then, and stops s.
 func (t *ingestTarget) endPhase(ctx context.Context, st *phaseStats, c *phaseCounters, s *sampler, wall time.Duration, clk phaseClock) {
+	s.phaseOver()
 	st.Wall = wall
 	st.Exports, st.Acked = c.exports.Load(), c.acked.Load()
 	st.Overloaded, st.Failed, st.FailedSpans, st.Rejected = c.overloaded.Load(), c.failed.Load(), c.failedSpans.Load(), c.rejected.Load()
@@ -603,12 +644,13 @@ func (t *ingestTarget) endPhase(ctx context.Context, st *phaseStats, c *phaseCou
 		st.ServerCPUPerSpan = (cpuTime(t.pid) - clk.server) / time.Duration(st.Acked)
 	}
 	st.AssemblerCatchUp, st.AssemblerBehind = t.assembled(ctx, s)
+	s.finish()
 	st.AssemblerMaxLag = s.maxLag
 	if st.Acked > 0 {
 		st.AssembledCPUPerSpan = (cpuTime(t.pid) - clk.server) / time.Duration(st.Acked)
 	}
-	// The peak covers the drain too: the backlog is written then.
-	st.Mem.Peak = max(readMem(t.pid).Peak, s.peakRSS)
+	// The peak covers the drain and the catching up too.
+	st.Mem.Peak = max(readMem(t.pid).Peak, s.phasePeak.RSS, s.afterPeak.RSS)
 	m, _ = scrapeMetrics(ctx, t.web)
 	st.AssemblerStages = map[string]float64{}
 	for stage, secs := range m.AssemblerSecs {
@@ -616,10 +658,7 @@ func (t *ingestTarget) endPhase(ctx context.Context, st *phaseStats, c *phaseCou
 	}
 	st.SpansPartsEnd = m.SpansParts
 	st.SpansPartsMax = max(s.maxParts, m.SpansParts)
-	st.SampledPeakRSS, st.PeakRSSFile = s.peakRSS, s.peakFile
-	st.PeakHeapInuse, st.PeakEngineHeld = s.peakMetrics.HeapInuse, s.peakMetrics.Engine
-	st.PeakAllocResident, st.PeakAllocDirty = s.peakMetrics.AllocResident, s.peakMetrics.AllocDirty
-	st.PeakEngineUses = s.peakMetrics.EngineUses
+	st.PhasePeak, st.AfterPeak = s.phasePeak, s.afterPeak
 }
 
 // assembleWait caps how long a phase waits for the assembler: after 3
@@ -635,7 +674,7 @@ func (t *ingestTarget) assembled(ctx context.Context, s *sampler) (wait time.Dur
 	said := t0
 	for time.Since(t0) < assembleWait && ctx.Err() == nil {
 		if w, ok := t.watermarks.read(ctx); ok {
-			s.maxLag = max(s.maxLag, time.Since(w))
+			s.noteLag(time.Since(w))
 			if !w.Before(t0) {
 				return time.Since(t0), false
 			}
@@ -697,7 +736,7 @@ func (t *ingestTarget) drain(ctx context.Context, s *sampler) time.Duration {
 	deadline := t0.Add(5 * time.Minute)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if w, ok := t.watermarks.read(ctx); ok {
-			s.maxLag = max(s.maxLag, time.Since(w))
+			s.noteLag(time.Since(w))
 		}
 		m, err := scrapeMetrics(ctx, t.web)
 		if err == nil && m.QueueRows == 0 {
@@ -762,7 +801,6 @@ func (t *ingestTarget) closedLoop(ctx context.Context, transport string, n int, 
 	}
 	wg.Wait()
 	wall := time.Since(start)
-	s.finish()
 	t.endPhase(ctx, &st, &c, s, wall, clk)
 	return st
 }
@@ -820,7 +858,6 @@ func (t *ingestTarget) openLoop(ctx context.Context, transport string, rate floa
 	close(due)
 	wg.Wait()
 	wall := time.Since(start)
-	s.finish()
 	t.endPhase(ctx, &st, &c, s, wall, clk)
 	return st
 }

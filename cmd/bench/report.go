@@ -83,18 +83,8 @@ func printIngest(w io.Writer, r *ingestReport) {
 		fmt.Fprintf(w, "- %s max phase: %s, steady second half %s spans/s acked vs %s written; backlog %s rows at the end, drained in %s; client used %.2f cores; spans had at most %.0f active parts, %.0f once assembled. Half load: %d exports, %d failed.\n",
 			res.Transport, res.Max.Wall.Round(time.Second), count(res.Max.SteadyAcked), count(res.Max.SteadyWrite), count(res.Max.Backlog),
 			res.Max.Drain.Round(100*time.Millisecond), res.Max.ClientCores, res.Max.SpansPartsMax, res.Max.SpansPartsEnd, res.Half.Exports, res.Half.Failed)
-		// The engine's gauge is left out of a scrape its engine could not
-		// answer within 2 s (every connection busy).
-		engine := "engine gauges not read (the engine was too busy to answer /metrics)"
-		if res.Max.PeakEngineHeld > 0 {
-			engine = fmt.Sprintf("engine tracked %.0f MiB%s", res.Max.PeakEngineHeld/(1<<20), memoryUses(res.Max.PeakEngineUses))
-		}
-		if res.Max.PeakAllocResident > 0 {
-			engine += fmt.Sprintf(", engine allocator resident %.0f MiB of which %.0f MiB dirty (freed, kept for reuse)",
-				res.Max.PeakAllocResident/(1<<20), res.Max.PeakAllocDirty/(1<<20))
-		}
-		fmt.Fprintf(w, "- %s memory at the highest RSS sampled in the max phase (%d MiB): mapped files (libchdb's code) %d MiB, Go heap in use %.0f MiB, %s; the rest is the Go heap's headroom and other allocations.\n",
-			res.Transport, res.Max.SampledPeakRSS>>20, res.Max.PeakRSSFile>>20, res.Max.PeakHeapInuse/(1<<20), engine)
+		fmt.Fprintf(w, "- %s memory at the highest RSS sampled in the max phase %s; after it, while the backlog drained and the assembler caught up, %s.\n",
+			res.Transport, res.Max.PhasePeak.describe(), res.Max.AfterPeak.describe())
 		if res.Max.FirstError != "" || res.Half.FirstError != "" {
 			fmt.Fprintf(w, "  first error: %s %s\n", res.Max.FirstError, res.Half.FirstError)
 		}
@@ -248,4 +238,20 @@ func memoryUses(uses map[string]float64) string {
 		parts[i] = fmt.Sprintf("%s %.0f MiB", strings.ReplaceAll(n, "_", " "), uses[n]/(1<<20))
 	}
 	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// describe says what the server's memory held at a sampled peak.
+func (p rssPeak) describe() string {
+	// The engine's gauge is left out of a scrape its engine could not
+	// answer within 2 s (every connection busy).
+	engine := "engine gauges not read (the engine was too busy to answer /metrics)"
+	if p.EngineHeld > 0 {
+		engine = fmt.Sprintf("engine tracked %.0f MiB%s", p.EngineHeld/(1<<20), memoryUses(p.EngineUses))
+	}
+	if p.AllocResident > 0 {
+		engine += fmt.Sprintf(", engine allocator resident %.0f MiB of which %.0f MiB dirty (freed, kept for reuse)",
+			p.AllocResident/(1<<20), p.AllocDirty/(1<<20))
+	}
+	return fmt.Sprintf("(%d MiB): mapped files (libchdb's code) %d MiB, Go heap in use %.0f MiB, %s; the rest is the Go heap's headroom and other allocations",
+		p.RSS>>20, p.File>>20, p.HeapInuse/(1<<20), engine)
 }
