@@ -61,8 +61,8 @@ func engineArgs(dir string) []string {
 const dirtyPagesCap = 224 << 20
 
 // purgeDirtyRatio is dirtyPagesCap as the engine's setting takes it: a
-// share of its memory limit (its default, 0.2, is ~4 GiB on a 24 GiB
-// machine).
+// share of its memory limit, so the cap stays the same in bytes whatever
+// the machine's size.
 func purgeDirtyRatio(limit uint64) float64 {
 	return min(float64(dirtyPagesCap)/float64(limit), 1)
 }
