@@ -490,7 +490,6 @@ func (c *phaseCounters) ok(spans int, lat time.Duration) {
 	c.mu.Unlock()
 }
 
-// sampler records acked spans and the server's written rows once a second.
 // rssPeak is the server's memory at the highest RSS sampled in a stretch
 // of a phase: the RSS and its mapped files, the Go heap in use, the
 // engine's tracked memory (and by use), its allocator's resident and
@@ -503,7 +502,8 @@ type rssPeak struct {
 }
 
 // sampler reads the server each second from a phase's start until it
-// has drained and assembled what the phase sent.
+// has drained and assembled what the phase sent: acknowledged spans and
+// written rows while exports are sent (the rates), its memory throughout.
 type sampler struct {
 	mu       sync.Mutex // record runs on its own goroutine
 	at       []time.Duration
