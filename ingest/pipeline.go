@@ -318,6 +318,7 @@ func (p *Pipeline) Submit(ctx context.Context, rec Record, rows Rows) error {
 	}
 	seg.rows.add(rows)
 	seg.spanRows += blockRows
+	full := seg.count() >= p.segmentRows()
 	seg.sightings = mergeSightings(seg.sightings, sightings)
 	seg.resources = mergeResources(seg.resources, resources)
 	if blockRows > 0 && seg.stage == nil && !seg.fromLog {
@@ -339,6 +340,9 @@ func (p *Pipeline) Submit(ctx context.Context, rec Record, rows Rows) error {
 		}
 	}
 	p.rot.RUnlock()
+	if full {
+		p.seal(seq)
+	}
 	p.Metrics.QueueDepth.Set(float64(p.nPend.Load()))
 	if p.nPend.Load() >= int64(p.flushRows()) {
 		select {
@@ -360,6 +364,26 @@ func (p *Pipeline) stagingFailed(seg *pendingSegment, err error) {
 
 // flushRows is how many pending rows trigger a flush before the interval.
 func (p *Pipeline) flushRows() int { return max(p.cfg.MaxPendingRows/3, 1) }
+
+// segmentRows is how many rows a segment takes before it is sealed, and
+// so the most one insert writes. While an insert runs, the exports that
+// arrive meanwhile gather in the next segment; without a bound, after a
+// slow insert that was everything pending, up to MaxPendingRows in one
+// insert, and the engine holds ~3 KiB a span while inserting (267k spans:
+// 380 MiB, bench ingest). Inserts at full rate are ~120k spans, so this
+// bounds the worst case without making the usual inserts smaller.
+func (p *Pipeline) segmentRows() int { return max(p.cfg.MaxPendingRows/2, 1) }
+
+// seal seals segment seq once it is full (segmentRows), if no other
+// export has yet.
+func (p *Pipeline) seal(seq uint64) {
+	p.rot.Lock()
+	defer p.rot.Unlock()
+	if err := p.wal.RotateIf(seq); err != nil {
+		// The log is broken: the next append reports it to its exporter.
+		p.log.Warn("cannot seal a full write-ahead log segment", "err", err)
+	}
+}
 
 // Run writes sealed segments until ctx is done, then writes what is left:
 // FlushInterval after the last write, or as soon as flushRows wait.

@@ -348,6 +348,47 @@ func TestPipelineFlushPolicy(t *testing.T) {
 	<-done
 }
 
+// TestSegmentsSealedWhenFull: exports that arrive while no insert is
+// taken (as during a slow one) gather in segments of at most half the
+// pending rows (plus the export that filled one), each written by an
+// insert of its own, not in one insert of everything pending.
+func TestSegmentsSealedWhenFull(t *testing.T) {
+	ch := openTestStore(t, t.TempDir())
+	ctx := context.Background()
+	p, err := NewPipeline(t.TempDir(), ch, PipelineConfig{MaxPendingRows: 40, FlushInterval: time.Hour}, QuietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv := &Receiver{Pipeline: p, Log: QuietLog}
+	t0 := time.Now().Add(-time.Minute)
+	for i := range 6 {
+		if _, err := recv.exportTraces(ctx, 1, otlptest.Traces(61, 6, t0.Add(time.Duration(i)*time.Second)), nil, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sealed, err := p.wal.Sealed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []int
+	p.mu.Lock()
+	for _, s := range sealed {
+		rows = append(rows, p.pending[s.Seq].count())
+	}
+	p.mu.Unlock()
+	// 36 spans: a segment sealed at 24 (the fourth export passed 20), the
+	// last 12 still open.
+	if want := []int{24}; !reflect.DeepEqual(rows, want) {
+		t.Fatalf("sealed segments of %v rows, want %v", rows, want)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, ch, "SELECT count() AS n FROM spans WHERE trace_id = ?", otlptest.TraceHex(61)); n != 36 {
+		t.Fatalf("%d spans stored, want 36", n)
+	}
+}
+
 // TestSpansStagedOnDisk: acknowledged spans wait for their insert in a
 // stage file in the engine's tmp dir (not the Go heap), removed once
 // written; when a stage cannot be made (here: the tmp dir is gone) the

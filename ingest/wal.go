@@ -457,6 +457,22 @@ func (w *WAL) commitLoop() {
 func (w *WAL) Rotate() (uint64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.rotateLocked()
+}
+
+// RotateIf seals the current segment if it is seq: of the writers that
+// find seq full, only the first seals it.
+func (w *WAL) RotateIf(seq uint64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seq != seq {
+		return nil
+	}
+	_, err := w.rotateLocked()
+	return err
+}
+
+func (w *WAL) rotateLocked() (uint64, error) {
 	if w.size == 0 || w.broken {
 		return w.seq - 1, nil
 	}
