@@ -217,7 +217,8 @@ func NewPipeline(walDir string, store Inserter, cfg PipelineConfig, log *slog.Lo
 		// engine (~1.5 KiB each: ~450 MiB of page cache and disk at most);
 		// as rows with attribute maps (server mode) they take several KiB
 		// of heap each (500k held 4 GiB in the ingest benchmark). A third
-		// of it is one insert (above).
+		// of it waiting starts an insert, and half of it is the most one
+		// insert takes (flushRows, segmentRows).
 		cfg.MaxPendingRows = 300_000
 	}
 	metrics := NewMetrics()
