@@ -118,8 +118,9 @@ func openEmbedded(cfg Config) (*embedded, error) {
 	removeStaleStages(filepath.Join(dir, "tmp"))
 	n := embeddedConns()
 	e := &embedded{conns: make(chan *pooledConn, n), dir: dir, lock: lock, maxExec: int(cfg.MaxExecutionTime.Seconds())}
+	args := engineArgs(dir)
 	for range n {
-		conn, err := openChdb(engineArgs(dir))
+		conn, err := openChdb(args)
 		if err != nil {
 			e.closeConns()
 			return nil, fmt.Errorf("start embedded clickhouse in %s: %w", dir, err)
