@@ -54,7 +54,7 @@ func TestIngestBenchSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rep, err := runIngest(ctx, ingestOptions{Duration: time.Second, LatencyDuration: time.Second, Concurrency: 4,
-		Batch: 400, EngineRows: 4000, Log: testLog(t)})
+		Batch: 400, EngineRows: 4000, PageEvery: 200 * time.Millisecond, Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,6 +76,10 @@ func TestIngestBenchSmoke(t *testing.T) {
 		// The server was sampled after the exports stopped, too.
 		if r.Max.AfterPeak.RSS == 0 {
 			t.Errorf("%s: no RSS sampled while the backlog drained and the assembler caught up", r.Transport)
+		}
+		// Pages were read while the server was loaded, and answered.
+		if p := r.Max.Pages; len(p.Phase)+len(p.After) == 0 || p.Failed > 0 {
+			t.Errorf("%s: page reads under load: %s", r.Transport, p.describe())
 		}
 		// The server counted the phase's acknowledged exports as the bench did.
 		if _, n, _ := r.Max.ServerExport.quantile(0.99, 0.25); n != float64(r.Max.Exports) {

@@ -39,6 +39,9 @@ type ingestOptions struct {
 	// of it), so two builds can be compared on the same offered load and
 	// the same stored spans (env TOKENPATH_BENCH_INGEST_RATE).
 	FixedRate float64
+	// PageEvery is how often an API read is timed during and after each
+	// phase (defaultPageEvery).
+	PageEvery time.Duration
 	Log       io.Writer
 }
 
@@ -90,6 +93,9 @@ type phaseStats struct {
 	// exports were sent (PhasePeak), and after, while the backlog drained
 	// and the assembler caught up (AfterPeak).
 	PhasePeak, AfterPeak rssPeak
+	// How long the API's reads took meanwhile (pageReads, one every
+	// PageEvery).
+	Pages pageTimes
 	// The server's own view of the phase (its /metrics histograms): time
 	// to acknowledge an export, and the write-ahead log's group commits.
 	ServerExport, WALSync histogram
@@ -154,6 +160,7 @@ type ingestTarget struct {
 	templates               []*traceTemplate
 	seq                     atomic.Uint64 // send sequence: makes every export's trace ids new
 	watermarks              *watermarkReader
+	pageEvery               time.Duration
 	logf                    func(format string, args ...any) // progress while the bench waits
 }
 
@@ -181,6 +188,9 @@ func (o *ingestOptions) defaults() {
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
+	}
+	if o.PageEvery <= 0 {
+		o.PageEvery = defaultPageEvery
 	}
 	if o.FixedRate == 0 {
 		if v, err := strconv.ParseFloat(os.Getenv("TOKENPATH_BENCH_INGEST_RATE"), 64); err == nil && v > 0 {
@@ -248,6 +258,7 @@ func runIngest(ctx context.Context, opts ingestOptions) (*ingestReport, error) {
 	t.templates = templates
 	t.watermarks = &watermarkReader{url: t.dbURL}
 	defer t.watermarks.close()
+	t.pageEvery = opts.PageEvery
 	t.logf = logf
 	logf("server up (pid %d, build %s, start %s); data dir %s", t.pid, t.buildTime.Round(time.Millisecond), t.startTime.Round(time.Millisecond), t.dataDir)
 
@@ -517,13 +528,15 @@ type sampler struct {
 	// only for afterPeak.
 	after                bool
 	phasePeak, afterPeak rssPeak
+	pages                *pageReader
 	webAddr              string
 	pid                  int
 	countersAckedPtr     *atomic.Int64
 }
 
-func startSampler(ctx context.Context, web string, pid int, acked *atomic.Int64, wm *watermarkReader) *sampler {
-	s := &sampler{stop: make(chan struct{}), done: make(chan struct{}), webAddr: web, pid: pid, countersAckedPtr: acked}
+func startSampler(ctx context.Context, web string, pid int, acked *atomic.Int64, wm *watermarkReader, pageEvery time.Duration) *sampler {
+	s := &sampler{stop: make(chan struct{}), done: make(chan struct{}), webAddr: web, pid: pid, countersAckedPtr: acked,
+		pages: startPageReader(ctx, web, pageEvery)}
 	t0 := time.Now()
 	record := func() {
 		if w, ok := wm.read(ctx); ok {
@@ -564,11 +577,18 @@ func startSampler(ctx context.Context, web string, pid int, acked *atomic.Int64,
 	return s
 }
 
-func (s *sampler) finish() { close(s.stop); <-s.done }
+// finish stops the sampler and its page reads, and returns how long the
+// reads took.
+func (s *sampler) finish() pageTimes {
+	close(s.stop)
+	<-s.done
+	return s.pages.finish()
+}
 
 // phaseOver marks the end of the exports: later samples are the drain's
 // and the assembler's catching up.
 func (s *sampler) phaseOver() {
+	s.pages.phaseOver()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.after = true
@@ -644,7 +664,7 @@ func (t *ingestTarget) endPhase(ctx context.Context, st *phaseStats, c *phaseCou
 		st.ServerCPUPerSpan = (cpuTime(t.pid) - clk.server) / time.Duration(st.Acked)
 	}
 	st.AssemblerCatchUp, st.AssemblerBehind = t.assembled(ctx, s)
-	s.finish()
+	st.Pages = s.finish()
 	st.AssemblerMaxLag = s.maxLag
 	if st.Acked > 0 {
 		st.AssembledCPUPerSpan = (cpuTime(t.pid) - clk.server) / time.Duration(st.Acked)
@@ -779,7 +799,7 @@ func (t *ingestTarget) closedLoop(ctx context.Context, transport string, n int, 
 		}
 	}()
 	clk := t.beginPhase(ctx)
-	s := startSampler(ctx, t.web, t.pid, &c.acked, t.watermarks)
+	s := startSampler(ctx, t.web, t.pid, &c.acked, t.watermarks, t.pageEvery)
 	start := time.Now()
 	stopAt := start.Add(d)
 	var wg sync.WaitGroup
@@ -825,7 +845,7 @@ func (t *ingestTarget) openLoop(ctx context.Context, transport string, rate floa
 	spans := t.templates[0].spans
 	interval := time.Duration(float64(time.Second) * float64(spans) / rate)
 	clk := t.beginPhase(ctx)
-	s := startSampler(ctx, t.web, t.pid, &c.acked, t.watermarks)
+	s := startSampler(ctx, t.web, t.pid, &c.acked, t.watermarks, t.pageEvery)
 	start := time.Now()
 	stopAt := start.Add(d)
 	due := make(chan time.Time, 100_000)

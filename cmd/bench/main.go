@@ -63,8 +63,8 @@ func usage() {
 
 ingest  builds cmd/server, runs it with the embedded ClickHouse and a fresh
         PostgreSQL schema, drives OTLP/gRPC and OTLP/HTTP at full speed and at
-        half load, checks no acknowledged span was lost, and compares with the
-        raw engine insert rate.
+        half load, times API reads meanwhile, checks no acknowledged span was
+        lost, and compares with the raw engine insert rate.
 query   loads synthetic llm_requests into an embedded store and times the
         requests list, series, diagnose and compare pages over 1 h, 24 h, 7 d.
 sql     times statements on a dataset kept by 'bench query --keep DIR'.
@@ -81,6 +81,7 @@ func ingestCmd(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Batch, "batch", 1000, "spans per export request (multiple of 4)")
 	fs.StringVar(&transport, "transport", "both", "grpc, http or both")
 	fs.IntVar(&o.EngineRows, "engine-rows", 1_000_000, "spans inserted for the raw engine rate")
+	fs.DurationVar(&o.PageEvery, "page-every", defaultPageEvery, "how often an API read (requests list, diagnosis) is timed while the server is loaded")
 	fs.BoolVar(&o.InProcess, "inprocess", false, "run the server inside the bench process (for --cpuprofile)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the server and client (implies --inprocess)")
 	fs.StringVar(&o.DatabaseURL, "database-url", databaseURL(), "PostgreSQL for the server (a fresh schema is made; env TOKENPATH_BENCH_DATABASE_URL)")

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// defaultPageEvery is how often the bench reads a page while it loads the
+// server: an engineer looking at the diagnosis during an incident, which
+// is when ingest peaks. Each read is one statement or a few on the
+// engine, so the pace costs the ingest little.
+const defaultPageEvery = 5 * time.Second
+
+// pageReads are the API reads a page makes, over the last 15 minutes
+// (what a diagnosis link in an incident channel covers), in turn.
+var pageReads = []string{"/api/v1/requests?limit=50", "/api/v1/diagnose"}
+
+// pageTimes is how long the page reads took, apart for while the exports
+// were sent (Phase) and after (After: the backlog draining and the
+// assembler catching up).
+type pageTimes struct {
+	Phase, After []time.Duration
+	Failed       int
+	FirstError   string
+}
+
+func (p pageTimes) describe() string {
+	part := func(ds []time.Duration) string {
+		if len(ds) == 0 {
+			return "none"
+		}
+		s := append([]time.Duration(nil), ds...)
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		return fmt.Sprintf("p50 %s, p90 %s, max %s (%d reads)", ms(s[len(s)/2]), ms(s[len(s)*9/10]), ms(s[len(s)-1]), len(s))
+	}
+	out := "in the phase " + part(p.Phase) + "; after it " + part(p.After)
+	if p.Failed > 0 {
+		out += fmt.Sprintf("; %d failed (first: %s)", p.Failed, p.FirstError)
+	}
+	return out
+}
+
+// pageReader reads pages every so often until stopped, one at a time (a
+// person waits for each).
+type pageReader struct {
+	mu    sync.Mutex
+	times pageTimes
+	after bool
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func startPageReader(ctx context.Context, web string, every time.Duration) *pageReader {
+	r := &pageReader{stop: make(chan struct{}), done: make(chan struct{})}
+	client := &http.Client{Timeout: time.Minute}
+	go func() {
+		defer close(r.done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-r.stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			d, err := readPage(ctx, client, web, pageReads[i%len(pageReads)])
+			r.note(d, err)
+		}
+	}()
+	return r
+}
+
+func (r *pageReader) note(d time.Duration, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case err != nil:
+		r.times.Failed++
+		if r.times.FirstError == "" {
+			r.times.FirstError = err.Error()
+		}
+	case r.after:
+		r.times.After = append(r.times.After, d)
+	default:
+		r.times.Phase = append(r.times.Phase, d)
+	}
+}
+
+// phaseOver counts later reads as after the phase.
+func (r *pageReader) phaseOver() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.after = true
+}
+
+func (r *pageReader) finish() pageTimes {
+	close(r.stop)
+	<-r.done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.times
+}
+
+// readPage GETs one API read over the last 15 minutes and returns how long
+// the whole answer took.
+func readPage(ctx context.Context, client *http.Client, web, path string) (time.Duration, error) {
+	now := time.Now().UTC()
+	q := url.Values{"from": {now.Add(-15 * time.Minute).Format(time.RFC3339)}, "to": {now.Format(time.RFC3339)}}
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+web+path+sep+q.Encode(), nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+benchKey)
+	t0 := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	d := time.Since(t0)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%s: HTTP %d: %.200s", path, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return d, nil
+}
