@@ -18,6 +18,7 @@ import (
 
 	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
+	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/store/postgres"
 	"github.com/tokenpath/tokenpath/web/views"
 )
@@ -84,6 +85,7 @@ func New(d Deps) *echo.Echo {
 	e.Use(middleware.Recover())
 	e.Use(middleware.RequestID())
 	e.Use(securityHeaders)
+	e.Use(interactive)
 	e.Use(middleware.BodyLimit("8M"))
 	e.Use(csrf())
 	e.GET("/healthz", s.healthz)
@@ -112,6 +114,18 @@ func New(d Deps) *echo.Echo {
 		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Metrics, promhttp.HandlerOpts{})))
 	}
 	return e
+}
+
+// interactive marks the statements of every request as ones a person waits
+// for: on the embedded engine they may take the connection that inserts
+// and assembler passes leave free, so pages answer during an ingest peak,
+// which is when incidents happen.
+func interactive(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		c.SetRequest(r.WithContext(clickhouse.Interactive(r.Context())))
+		return next(c)
+	}
 }
 
 // healthz says the process is up; it checks nothing else.

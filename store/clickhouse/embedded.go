@@ -22,8 +22,12 @@ import (
 // behind one another (a diagnosis's reads used to add up, one at a time).
 // Waiting for a connection honours the caller's context.
 type embedded struct {
-	conns   chan *pooledConn // idle connections
-	all     []*pooledConn
+	conns chan *pooledConn // idle connections
+	// background has a slot for each statement that runs while nobody
+	// waits (inserts, assembler passes, alert checks): one slot fewer than
+	// connections, so an Interactive statement always finds one.
+	background chan struct{}
+	all        []*pooledConn
 	dir     string
 	lock    *os.File
 	seq     atomic.Uint64
@@ -38,9 +42,10 @@ type pooledConn struct {
 	runningSince atomic.Int64
 }
 
-// embeddedConns is how many connections the pool holds: enough for every
-// core to run a statement, a few more would only queue inside the engine.
-func embeddedConns() int { return min(max(runtime.NumCPU(), 2), 4) }
+// backgroundConns is how many connections background statements may hold
+// at once: enough for every core to run one, a few more would only queue
+// inside the engine. The pool has one more, for Interactive statements.
+func backgroundConns() int { return min(max(runtime.NumCPU(), 2), 4) }
 
 // engineArgs are the command-line settings the embedded engine starts with.
 func engineArgs(dir string) []string {
@@ -116,8 +121,9 @@ func openEmbedded(cfg Config) (*embedded, error) {
 		return nil, err
 	}
 	removeStaleStages(filepath.Join(dir, "tmp"))
-	n := embeddedConns()
-	e := &embedded{conns: make(chan *pooledConn, n), dir: dir, lock: lock, maxExec: int(cfg.MaxExecutionTime.Seconds())}
+	n := backgroundConns() + 1
+	e := &embedded{conns: make(chan *pooledConn, n), background: make(chan struct{}, backgroundConns()),
+		dir: dir, lock: lock, maxExec: int(cfg.MaxExecutionTime.Seconds())}
 	args := engineArgs(dir)
 	for range n {
 		conn, err := openChdb(args)
@@ -171,6 +177,14 @@ func lockDir(dir string) (*os.File, error) {
 }
 
 func (e *embedded) run(ctx context.Context, sql, format string) ([]byte, error) {
+	if !isInteractive(ctx) {
+		select {
+		case e.background <- struct{}{}:
+			defer func() { <-e.background }()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	var pc *pooledConn
 	select {
 	case pc = <-e.conns:

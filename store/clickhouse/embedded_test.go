@@ -120,6 +120,55 @@ func TestStatementsRunInParallel(t *testing.T) {
 	}
 }
 
+// With background statements (inserts, assembler passes) on every
+// connection they may take, a background statement waits for one of them,
+// and an interactive one (a page's read) answers at once.
+func TestInteractiveStatementsKeepAConnection(t *testing.T) {
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+	e := s.b.(*embedded)
+	n := backgroundConns()
+	if len(e.all) != n+1 {
+		t.Fatalf("%d connections, want %d for background statements and one more", len(e.all), n)
+	}
+	ctx := context.Background()
+	var longDone atomic.Int32
+	done := make(chan error, n)
+	for range n {
+		go func() {
+			// 6 s, a row per block (the engine sleeps at most 3 s a block).
+			_, err := s.Query(ctx, "SELECT sleepEachRow(0.5) FROM numbers(12) SETTINGS max_block_size = 1 FORMAT Null")
+			longDone.Add(1)
+			done <- err
+		}()
+	}
+	for running := int64(0); running < int64(n)+1; {
+		r, err := s.Query(Interactive(ctx), "SELECT count() AS n FROM system.processes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		running = r.Row(0).Int("n")
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := s.Query(waitCtx, "SELECT 1 AS one"); err == nil {
+		t.Error("a background statement ran beside the background statements already on every connection they may take")
+	}
+	r, err := s.Query(Interactive(ctx), "SELECT 1 AS one")
+	if err != nil || r.Row(0).Int("one") != 1 {
+		t.Fatalf("interactive statement: %v", err)
+	}
+	if longDone.Load() != 0 {
+		t.Fatal("the long statements ended before the checks ran (a slow machine?): nothing was shown")
+	}
+	for range n {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // A readiness ping does not queue behind long statements (it runs on an
 // idle connection, or with none idle trusts a recent one), but does report
 // an engine whose every connection is stuck.
@@ -130,7 +179,8 @@ func TestPingWhileBusy(t *testing.T) {
 	done := make(chan error, len(e.all))
 	for range e.all {
 		go func() {
-			_, err := s.Query(context.Background(), "SELECT sleepEachRow(0.5) FROM numbers(6) FORMAT Null")
+			// Interactive: background statements leave a connection free.
+			_, err := s.Query(Interactive(context.Background()), "SELECT sleepEachRow(0.5) FROM numbers(6) FORMAT Null")
 			done <- err
 		}()
 	}

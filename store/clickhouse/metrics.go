@@ -78,9 +78,11 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect leaves out what it cannot read in time rather than failing the
-// whole scrape.
+// whole scrape. A scrape is Interactive: its reads are small, and under
+// full ingest they would otherwise wait behind inserts and time out,
+// just when the gauges matter.
 func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(Interactive(context.Background()), 2*time.Second)
 	defer cancel()
 	r, err := c.store.Query(ctx, "SELECT table, count() AS n FROM system.parts WHERE database = currentDatabase() AND active GROUP BY table ORDER BY table")
 	if err != nil {
