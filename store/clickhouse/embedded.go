@@ -28,10 +28,10 @@ type embedded struct {
 	// connections, so an Interactive statement always finds one.
 	background chan struct{}
 	all        []*pooledConn
-	dir     string
-	lock    *os.File
-	seq     atomic.Uint64
-	maxExec int
+	dir        string
+	lock       *os.File
+	seq        atomic.Uint64
+	maxExec    int
 }
 
 // pooledConn is one engine connection of the pool.
