@@ -54,10 +54,11 @@ UNION ALL SELECT u.1, u.2 FROM (SELECT arrayJoin([
 	('query_condition_cache', toInt64(sumIf(value, metric = 'QueryConditionCacheBytes'))),
 	('tracked', toInt64(sumIf(value, metric = 'MemoryTracking')))]) AS u FROM system.metrics)` + scrapeSettings
 
-// scrapeSettings run a scrape's statements on one thread. The system
-// tables hold a few hundred rows; spread over the engine's threads, the
-// nine statements a scrape used to run cost ~31 ms of CPU (1.7 % of the
-// server's CPU in bench ingest, which scrapes every second), now ~11.
+// scrapeSettings run a scrape's statements on one thread: the system
+// tables hold a few hundred rows, and spreading them over the engine's
+// threads costs more than it saves. With the uses read in one statement,
+// a scrape costs ~25 ms of CPU against ~33 (bench ingest scrapes every
+// second; there the engine gauges were 1.7 % of the server's CPU).
 const scrapeSettings = " SETTINGS max_threads = 1"
 
 // NewEngineCollector reads s's engine (the server Tokenpath talks to, for
