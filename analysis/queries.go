@@ -163,16 +163,10 @@ func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LL
 	found := false
 	var err error
 	switch {
-	// Newest first over a long window: the page usually lies in its last
-	// hour, and reading only that hour under FINAL is far cheaper than
-	// sorting the whole window. A full page from it is exact (every row
-	// left out is older than every row in it); a short one falls back.
-	case col == "start" && f.Desc && !f.From.IsZero() && !f.To.IsZero() && f.To.Sub(f.From) > newestProbe:
-		r, err := page(where+" AND start >= ?", append(append([]any{}, args...), f.To.Add(-newestProbe)))
-		if err != nil {
+	case col == "start" && f.Desc && !f.From.IsZero() && !f.To.IsZero():
+		if reqs, found, err = q.newestPage(ctx, f, where, args, page); err != nil {
 			return nil, Count{}, err
 		}
-		reqs, found = clickhouse.ScanRequests(r), r.Len() == f.Limit
 	// Slowest (or fastest) first over a long window: the top rows read
 	// without FINAL prove the page unless later versions moved too many of
 	// them (see topRequests).
@@ -200,8 +194,49 @@ func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LL
 	return reqs, total, nil
 }
 
-// newestProbe is the span of the first, cheap pass of a newest-first list.
-const newestProbe = time.Hour
+// newestPage reads a newest-first page from the window's newest rows
+// only. Sorting a whole window under FINAL costs what the window holds:
+// a 15-minute window of a busy incident (3M requests) took ~300 ms for 50
+// rows. The window's rows and newest start, counted without FINAL (a
+// range of the primary key; whole parts answer from their metadata), size
+// a span that should hold newestSpare times the rows up to the page's
+// end; a page that fills from it is exact, since every row left out is
+// older than every row in it. The span grows newestGrowth-fold while the
+// page comes up short (versions replaced, deleted rows, traffic that
+// fell off); found is false when no span short of the window fills it.
+func (q *Queries) newestPage(ctx context.Context, f RequestFilter, where string, args []any,
+	page func(string, []any) (*clickhouse.Result, error)) (reqs []telemetry.LLMRequest, found bool, err error) {
+	r, err := q.CH.Query(ctx, "SELECT count() AS n, max(start) AS last FROM llm_requests WHERE "+where, args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("size the newest requests: %w", err)
+	}
+	n, last := r.Row(0).Int("n"), r.Row(0).Time("last")
+	want := newestSpare * (max(f.Offset, 0) + f.Limit)
+	if n <= int64(want) {
+		return nil, false, nil // the window is as small as the span would be
+	}
+	span := max(time.Duration(float64(f.To.Sub(f.From))*float64(want)/float64(n)), newestMinSpan)
+	for from := last.Add(-span); from.After(f.From); from = last.Add(-span) {
+		r, err := page(where+" AND start >= ?", append(slices.Clone(args), from))
+		if err != nil {
+			return nil, false, err
+		}
+		if r.Len() == f.Limit {
+			return clickhouse.ScanRequests(r), true, nil
+		}
+		span *= newestGrowth
+	}
+	return nil, false, nil
+}
+
+// The first span of a newest-first page holds about newestSpare times the
+// rows up to the page's end, at least newestMinSpan (rows are counted by
+// the window, not by the second); each retry widens it newestGrowth-fold.
+const (
+	newestSpare   = 4
+	newestMinSpan = time.Second
+	newestGrowth  = 8
+)
 
 // topPageMax bounds offset+limit of a sorted page read by topRequests: it
 // reads every version of 1.2–2×(offset+limit) requests, a granule of every

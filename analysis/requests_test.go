@@ -14,31 +14,41 @@ import (
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
-// A newest-first page over a long window is the same whether it comes
-// from the last hour alone (full page) or from the whole window (a page
-// reaching past that hour).
+// A newest-first page is the same whether it comes from the window's
+// newest rows alone (a span sized by the window's count, widened while it
+// comes up short) or from the whole window. The rows are uneven (a burst
+// of old ones makes the first span too short for some pages) and the
+// newest were written twice (the count without FINAL sees both versions).
 func TestRequestsNewestFirstPages(t *testing.T) {
 	srv := apptest.Start(t, apptest.Options{})
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
-	var rows []telemetry.LLMRequest
+	var rows, burst []telemetry.LLMRequest
 	for i := 0; i < 120; i++ { // one every 5 minutes over 10 hours: 12 in the last hour
 		rows = append(rows, telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("%032x", i), SpanID: fmt.Sprintf("%016x", i),
 			Service: "chat", Model: "m", Start: now.Add(-time.Duration(i)*5*time.Minute - time.Second), TTFT: telemetry.Ptr(float64(i))})
 	}
-	if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(rows, nil, 1)); err != nil {
-		t.Fatal(err)
+	for i := 0; i < 1000; i++ { // a burst 20 hours ago, one a second
+		burst = append(burst, telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("b%031x", i), SpanID: fmt.Sprintf("%016x", i),
+			Service: "chat", Model: "m", Start: now.Add(-20*time.Hour - time.Duration(i)*time.Second), TTFT: telemetry.Ptr(1.0)})
 	}
+	for _, b := range []*clickhouse.Batch{clickhouse.RequestsBatch(rows, nil, 1), clickhouse.RequestsBatch(burst, nil, 1),
+		clickhouse.RequestsBatch(rows[:30], nil, 2)} {
+		if err := srv.CH.Insert(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := append(append([]telemetry.LLMRequest{}, rows...), burst...)
 	q := &analysis.Queries{CH: srv.CH}
-	for _, c := range []struct{ limit, offset int }{{10, 0}, {5, 5}, {10, 5}, {50, 0}, {20, 100}} {
+	for _, c := range []struct{ limit, offset int }{{10, 0}, {5, 5}, {10, 5}, {20, 0}, {50, 0}, {20, 100}, {30, 110}, {10, 1115}} {
 		got, total, err := q.Requests(ctx, analysis.RequestFilter{Project: 1, From: now.Add(-24 * time.Hour), To: now, Limit: c.limit, Offset: c.offset})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if total != (analysis.Count{N: 120}) {
-			t.Errorf("limit %d offset %d: total %+v, want exactly 120", c.limit, c.offset, total)
+		if total != (analysis.Count{N: len(all)}) {
+			t.Errorf("limit %d offset %d: total %+v, want exactly %d", c.limit, c.offset, total, len(all))
 		}
-		want := rows[c.offset:min(c.offset+c.limit, len(rows))]
+		want := all[c.offset:min(c.offset+c.limit, len(all))]
 		if len(got) != len(want) {
 			t.Fatalf("limit %d offset %d: %d rows, want %d", c.limit, c.offset, len(got), len(want))
 		}
