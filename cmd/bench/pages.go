@@ -22,13 +22,24 @@ const defaultPageEvery = 5 * time.Second
 // (what a diagnosis link in an incident channel covers), in turn.
 var pageReads = []string{"/api/v1/requests?limit=50", "/api/v1/diagnose"}
 
-// pageTimes is how long the page reads took, apart for while the exports
-// were sent (Phase) and after (After: the backlog draining and the
-// assembler catching up).
+// pageTimes is how long the page reads took, by read (a pageReads
+// entry), apart for while the exports were sent (Phase) and after (After:
+// the backlog draining and the assembler catching up).
 type pageTimes struct {
-	Phase, After []time.Duration
+	Phase, After map[string][]time.Duration
 	Failed       int
 	FirstError   string
+}
+
+// reads is how many reads were timed.
+func (p pageTimes) reads() int {
+	n := 0
+	for _, m := range []map[string][]time.Duration{p.Phase, p.After} {
+		for _, ds := range m {
+			n += len(ds)
+		}
+	}
+	return n
 }
 
 func (p pageTimes) describe() string {
@@ -38,13 +49,17 @@ func (p pageTimes) describe() string {
 		}
 		s := append([]time.Duration(nil), ds...)
 		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-		return fmt.Sprintf("p50 %s, p90 %s, max %s (%d reads)", ms(s[len(s)/2]), ms(s[len(s)*9/10]), ms(s[len(s)-1]), len(s))
+		return fmt.Sprintf("p50 %s, p90 %s, max %s (%d)", ms(s[len(s)/2]), ms(s[len(s)*9/10]), ms(s[len(s)-1]), len(s))
 	}
-	out := "in the phase " + part(p.Phase) + "; after it " + part(p.After)
+	var out []string
+	for _, path := range pageReads {
+		name := strings.TrimPrefix(strings.SplitN(path, "?", 2)[0], "/api/v1/")
+		out = append(out, fmt.Sprintf("%s in the phase %s, after it %s", name, part(p.Phase[path]), part(p.After[path])))
+	}
 	if p.Failed > 0 {
-		out += fmt.Sprintf("; %d failed (first: %s)", p.Failed, p.FirstError)
+		out = append(out, fmt.Sprintf("%d failed (first: %s)", p.Failed, p.FirstError))
 	}
-	return out
+	return strings.Join(out, "; ")
 }
 
 // pageReader reads pages every so often until stopped, one at a time (a
@@ -58,7 +73,8 @@ type pageReader struct {
 }
 
 func startPageReader(ctx context.Context, web string, every time.Duration) *pageReader {
-	r := &pageReader{stop: make(chan struct{}), done: make(chan struct{})}
+	r := &pageReader{stop: make(chan struct{}), done: make(chan struct{}),
+		times: pageTimes{Phase: map[string][]time.Duration{}, After: map[string][]time.Duration{}}}
 	client := &http.Client{Timeout: time.Minute}
 	go func() {
 		defer close(r.done)
@@ -72,14 +88,15 @@ func startPageReader(ctx context.Context, web string, every time.Duration) *page
 				return
 			case <-tick.C:
 			}
-			d, err := readPage(ctx, client, web, pageReads[i%len(pageReads)])
-			r.note(d, err)
+			path := pageReads[i%len(pageReads)]
+			d, err := readPage(ctx, client, web, path)
+			r.note(path, d, err)
 		}
 	}()
 	return r
 }
 
-func (r *pageReader) note(d time.Duration, err error) {
+func (r *pageReader) note(path string, d time.Duration, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
@@ -89,9 +106,9 @@ func (r *pageReader) note(d time.Duration, err error) {
 			r.times.FirstError = err.Error()
 		}
 	case r.after:
-		r.times.After = append(r.times.After, d)
+		r.times.After[path] = append(r.times.After[path], d)
 	default:
-		r.times.Phase = append(r.times.Phase, d)
+		r.times.Phase[path] = append(r.times.Phase[path], d)
 	}
 }
 

@@ -85,7 +85,7 @@ func printIngest(w io.Writer, r *ingestReport) {
 			res.Max.Drain.Round(100*time.Millisecond), res.Max.ClientCores, res.Max.SpansPartsMax, res.Max.SpansPartsEnd, res.Half.Exports, res.Half.Failed)
 		fmt.Fprintf(w, "- %s memory at the highest RSS sampled in the max phase %s; after it, while the backlog drained and the assembler caught up, %s.\n",
 			res.Transport, res.Max.PhasePeak.describe(), res.Max.AfterPeak.describe())
-		fmt.Fprintf(w, "- %s page reads (%s over the last 15 min, in turn, one every %s), max phase: %s. Half load: %s.\n",
+		fmt.Fprintf(w, "- %s API reads (%s over the last 15 min, in turn, one every %s), max phase: %s. Half load: %s.\n",
 			res.Transport, strings.Join(pageReads, " and "), o.PageEvery, res.Max.Pages.describe(), res.Half.Pages.describe())
 		if res.Max.FirstError != "" || res.Half.FirstError != "" {
 			fmt.Fprintf(w, "  first error: %s %s\n", res.Max.FirstError, res.Half.FirstError)
