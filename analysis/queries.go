@@ -163,6 +163,7 @@ func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LL
 	found := false
 	var err error
 	switch {
+	// Newest first (the list as it opens): only the window's newest rows.
 	case col == "start" && f.Desc && !f.From.IsZero() && !f.To.IsZero():
 		if reqs, found, err = q.newestPage(ctx, f, where, args, page); err != nil {
 			return nil, Count{}, err
