@@ -529,14 +529,10 @@ type sampler struct {
 	after                bool
 	phasePeak, afterPeak rssPeak
 	pages                *pageReader
-	webAddr              string
-	pid                  int
-	countersAckedPtr     *atomic.Int64
 }
 
 func startSampler(ctx context.Context, web string, pid int, acked *atomic.Int64, wm *watermarkReader, pageEvery time.Duration) *sampler {
-	s := &sampler{stop: make(chan struct{}), done: make(chan struct{}), webAddr: web, pid: pid, countersAckedPtr: acked,
-		pages: startPageReader(ctx, web, pageEvery)}
+	s := &sampler{stop: make(chan struct{}), done: make(chan struct{}), pages: startPageReader(ctx, web, pageEvery)}
 	t0 := time.Now()
 	record := func() {
 		if w, ok := wm.read(ctx); ok {
