@@ -1094,15 +1094,19 @@ type countPlan struct {
 	scale        float64
 }
 
-// planCount reads the stored sample above exactMax rows, and its first
-// level (1/256) above 16× that: still ≥ 15k rows at the default (within
-// ~1 %), and a sixteenth of the sample's reading (7 days at 10M: 64 → 27 ms).
+// planCount reads the stored samples above exactMax rows: the sparsest
+// that still holds a sixteenth of exactMax rows (≥ 15k at the default,
+// within ~1 %). The 1/16 sample up to 4× exactMax, the 1/64 one up to 16×,
+// then the first level (1/256): 7 days at 10M read 27 ms where the 1/16
+// sample took 64.
 func planCount(rough, exactMax int) countPlan {
 	switch {
 	case rough <= exactMax:
 		return countPlan{table: "llm_requests", scale: 1}
-	case rough <= exactMax*SampleBuckets/sampleTableKeep:
+	case rough < exactMax*sampleTableKeep/sample64Keep:
 		return countPlan{table: "llm_requests_sample", scale: SampleBuckets / sampleTableKeep}
+	case rough < exactMax*sampleTableKeep/sampleLevel0Keep:
+		return countPlan{table: "llm_requests_sample64", scale: SampleBuckets / sample64Keep}
 	}
 	return countPlan{table: "llm_requests_sample", where: " AND sample_level = 0", scale: SampleBuckets / sampleLevel0Keep}
 }
@@ -1396,11 +1400,13 @@ const SampleBuckets = 4096
 
 // The llm_requests_sample table (migration 0005) holds the requests whose
 // hash is below sampleTableKeep, those below sampleLevel0Keep first
-// (sample_level 0). A sample that keeps no more hash values than a level
-// holds reads the table instead of llm_requests: the same rows, a sixteenth
-// or a 256th of the reading.
+// (sample_level 0); llm_requests_sample64 (migration 0017) those below
+// sample64Keep. A sample that keeps no more hash values than one of them
+// holds reads it instead of llm_requests: the same rows, a 16th, a 64th or
+// a 256th of the reading.
 const (
 	sampleTableKeep  = 256
+	sample64Keep     = 64
 	sampleLevel0Keep = 16
 	// sampleTableMin is the fewest rows of the stored sample a window is
 	// read from when it keeps more than the sample holds (see PlanSample).
@@ -1443,6 +1449,8 @@ func PlanSample(rough, limit int) SamplePlan {
 	switch {
 	case keep <= sampleLevel0Keep:
 		return SamplePlan{Table: "llm_requests_sample", Keep: keep, Level0: true}
+	case keep <= sample64Keep:
+		return SamplePlan{Table: "llm_requests_sample64", Keep: keep}
 	case keep <= sampleTableKeep:
 		return SamplePlan{Table: "llm_requests_sample", Keep: keep}
 	case rough*sampleTableKeep/SampleBuckets >= max(sampleTableMin, limit*2/5):

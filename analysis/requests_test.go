@@ -71,8 +71,8 @@ func TestRequestsTotalEstimatedFromSample(t *testing.T) {
 	const n = 20_000
 	insertEvenly(t, srv, now, n, 100*time.Millisecond, 1000)
 	window := analysis.RequestFilter{Project: 1, From: now.Add(-time.Hour), To: now.Add(time.Second), Limit: 50}
-	sampled := func(extra string) int {
-		r, err := srv.CH.Query(ctx, "SELECT count() AS n FROM llm_requests_sample FINAL WHERE project_id = 1"+extra)
+	sampled := func(table, extra string) int {
+		r, err := srv.CH.Query(ctx, "SELECT count() AS n FROM "+table+" FINAL WHERE project_id = 1"+extra)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,8 +85,10 @@ func TestRequestsTotalEstimatedFromSample(t *testing.T) {
 		within   float64 // relative error allowed against the true total
 	}{
 		{"exact", 0, analysis.Count{N: n}, 0},
-		{"sample", 5_000, analysis.Count{N: sampled("") * 16, Estimated: true}, 0.15},
-		{"level 0", 1_000, analysis.Count{N: sampled(" AND sample_level = 0") * 256, Estimated: true}, 0.5},
+		// The sparsest sample holding a sixteenth of exactMax rows or more.
+		{"sample", 6_000, analysis.Count{N: sampled("llm_requests_sample", "") * 16, Estimated: true}, 0.15},
+		{"1/64 sample", 2_000, analysis.Count{N: sampled("llm_requests_sample64", "") * 64, Estimated: true}, 0.3},
+		{"level 0", 1_000, analysis.Count{N: sampled("llm_requests_sample", " AND sample_level = 0") * 256, Estimated: true}, 0.5},
 	} {
 		q := &analysis.Queries{CH: srv.CH, ExactCountRows: c.exactMax}
 		got, total, err := q.Requests(ctx, window)

@@ -116,34 +116,44 @@ func TestDiagnoseReadsStoredSample(t *testing.T) {
 	}
 	sameAsMain := func(what string) {
 		t.Helper()
-		for _, c := range []struct{ main, sample string }{
-			{"cityHash64(trace_id, span_id) % 4096 < 256", "1"},
-			{"cityHash64(trace_id, span_id) % 4096 < 16", "sample_level = 0"},
-			{"cityHash64(trace_id, span_id) % 4096 < 256 AND ttft_ms = 5000", "ttft_ms = 5000"},
+		for _, c := range []struct{ main, table, sample string }{
+			{"cityHash64(trace_id, span_id) % 4096 < 256", "llm_requests_sample", "1"},
+			{"cityHash64(trace_id, span_id) % 4096 < 16", "llm_requests_sample", "sample_level = 0"},
+			{"cityHash64(trace_id, span_id) % 4096 < 256 AND ttft_ms = 5000", "llm_requests_sample", "ttft_ms = 5000"},
+			{"cityHash64(trace_id, span_id) % 4096 < 64", "llm_requests_sample64", "1"},
+			{"cityHash64(trace_id, span_id) % 4096 < 64 AND ttft_ms = 5000", "llm_requests_sample64", "ttft_ms = 5000"},
 		} {
 			want := count(t, srv.CH, "SELECT count() AS n FROM llm_requests FINAL WHERE "+c.main)
-			got := count(t, srv.CH, "SELECT count() AS n FROM llm_requests_sample FINAL WHERE "+c.sample)
+			got := count(t, srv.CH, "SELECT count() AS n FROM "+c.table+" FINAL WHERE "+c.sample)
 			if got != want || want == 0 {
-				t.Errorf("%s: sample has %d rows where %s, llm_requests %d", what, got, c.sample, want)
+				t.Errorf("%s: %s has %d rows where %s, llm_requests %d", what, c.table, got, c.sample, want)
 			}
 		}
 	}
-	sameAsMain("written through the view")
+	sameAsMain("written through the views")
 
-	// The migration's backfill rebuilds the sample of rows stored before it.
-	if err := srv.CH.Exec(ctx, "TRUNCATE TABLE llm_requests_sample"); err != nil {
-		t.Fatal(err)
+	// The migrations' backfills rebuild the samples of rows stored before
+	// them: 0005's from llm_requests, 0017's from the 1/16 sample.
+	for _, m := range []struct{ table, version string }{
+		{"llm_requests_sample", "0005_llm_requests_sample"},
+		{"llm_requests_sample64", "0017_llm_requests_sample64"},
+	} {
+		if err := srv.CH.Exec(ctx, "TRUNCATE TABLE "+m.table); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.CH.Exec(ctx, "DELETE FROM schema_migrations WHERE version = ?", m.version); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.CH.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := srv.CH.Exec(ctx, "DELETE FROM schema_migrations WHERE version = '0005_llm_requests_sample'"); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.CH.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	sameAsMain("backfilled by the migration")
+	sameAsMain("backfilled by the migrations")
 
 	live := n - 1000
-	for _, maxRows := range []int{300, 40} { // keeps 62 and 9 of 4096 hash values: the whole table, then level 0
+	// 23k stored rows: 1000 keeps ~180 of 4096 hash values (the 1/16
+	// table), 300 ~54 (the 1/64 one), 40 ~8 (level 0 of the 1/16 one).
+	for _, maxRows := range []int{1000, 300, 40} {
 		// The stored sample is read above SeriesExactMax rows, where no
 		// series counts the window exactly: so here too.
 		d, err := (&analysis.Queries{CH: srv.CH, MaxRows: maxRows, SeriesExactRows: 100}).Diagnose(ctx, analysis.DiagnoseRequest{Project: 1, Window: window, Service: "chat"})
@@ -157,11 +167,18 @@ func TestDiagnoseReadsStoredSample(t *testing.T) {
 			t.Errorf("max %d rows: estimated %d requests, want %d ± 40 %%", maxRows, d.Requests, live)
 		}
 	}
-	if plan := analysis.PlanSample(live, 300); plan.Table != "llm_requests_sample" || plan.Level0 {
-		t.Errorf("plan for 300 of %d rows: %+v", live, plan)
-	}
-	if plan := analysis.PlanSample(live, 40); !plan.Level0 {
-		t.Errorf("plan for 40 of %d rows: %+v", live, plan)
+	for _, c := range []struct {
+		limit  int
+		table  string
+		level0 bool
+	}{
+		{1000, "llm_requests_sample", false},
+		{250, "llm_requests_sample64", false},
+		{40, "llm_requests_sample", true},
+	} {
+		if plan := analysis.PlanSample(live, c.limit); plan.Table != c.table || plan.Level0 != c.level0 {
+			t.Errorf("plan for %d of %d rows: %+v, want %s (level 0: %v)", c.limit, live, plan, c.table, c.level0)
+		}
 	}
 	if plan := analysis.PlanSample(live, 5000); plan.Table != "llm_requests" || !plan.Sampled() {
 		t.Errorf("plan for 5000 of %d rows: %+v", live, plan)

@@ -292,7 +292,7 @@ func TestShareLinks(t *testing.T) {
 		// Spans first, and again until no request is left: the assembler may
 		// be writing requests it built from spans read just before.
 		for deadline := time.Now().Add(10 * time.Second); ; {
-			for _, table := range []string{"spans", "llm_requests", "llm_requests_sample", "metric_points", "events"} {
+			for _, table := range []string{"spans", "llm_requests", "llm_requests_sample", "llm_requests_sample64", "metric_points", "events"} {
 				if err := srv.CH.Exec(ctx, "TRUNCATE TABLE "+table); err != nil {
 					t.Fatal(err)
 				}

@@ -107,8 +107,8 @@ func BenchmarkEncodeSpans(b *testing.B) {
 }
 
 // BenchmarkInsertRequests is the assembler's write: one pass's llm_requests
-// rows (2000, as a pass of 8000 spans yields), with the two materialized
-// views on the table (llm_requests_sample, llm_request_names) and without.
+// rows (2000, as a pass of 8000 spans yields), with the materialized views
+// on the table (the samples, name counts, rollups and top rows) and without.
 func BenchmarkInsertRequests(b *testing.B) {
 	t0 := time.Now().Add(-time.Hour)
 	reqs := make([]telemetry.LLMRequest, 2000)
@@ -122,8 +122,12 @@ func BenchmarkInsertRequests(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			s := migratedStore(b)
 			if mode == "without_views" {
-				for _, v := range []string{"llm_requests_sample_mv", "llm_request_names_mv"} {
-					if err := s.Exec(context.Background(), "DROP VIEW "+v); err != nil {
+				r, err := s.Query(context.Background(), "SELECT arrayJoin(dependencies_table) AS v FROM system.tables WHERE database = currentDatabase() AND name = 'llm_requests'")
+				if err != nil || r.Len() == 0 {
+					b.Fatalf("views on llm_requests: %d, %v", r.Len(), err)
+				}
+				for i := range r.Len() {
+					if err := s.Exec(context.Background(), "DROP VIEW "+r.Row(i).String("v")); err != nil {
 						b.Fatal(err)
 					}
 				}
