@@ -389,6 +389,62 @@ func TestSegmentsSealedWhenFull(t *testing.T) {
 	}
 }
 
+// TestSegmentsSealedByStagedBytes: on the embedded engine a segment is
+// also sealed once its staged spans reach InsertBytes, however few rows
+// it holds, so no insert of spans outgrows a compact part; the byte count
+// returns to zero once the segments are written.
+func TestSegmentsSealedByStagedBytes(t *testing.T) {
+	ch := openTestStore(t, t.TempDir())
+	ctx := context.Background()
+	p, err := NewPipeline(t.TempDir(), ch, PipelineConfig{MaxPendingRows: 1000, FlushInterval: time.Hour}, QuietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv := &Receiver{Pipeline: p, Log: QuietLog}
+	t0 := time.Now().Add(-time.Minute)
+	export := func(i int) {
+		t.Helper()
+		if _, err := recv.exportTraces(ctx, 1, otlptest.Traces(62, 6, t0.Add(time.Duration(i)*time.Second)), nil, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	export(0)
+	block := p.nPendBytes.Load() // one export's staged spans
+	if block <= 0 {
+		t.Fatalf("staged bytes after an export: %d", block)
+	}
+	// Two exports stay under the bound, the third reaches it.
+	p.cfg.InsertBytes = int(2*block + 1)
+	for i := 1; i < 6; i++ {
+		export(i)
+	}
+	sealed, err := p.wal.Sealed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []int
+	p.mu.Lock()
+	for _, s := range sealed {
+		rows = append(rows, p.pending[s.Seq].count())
+	}
+	p.mu.Unlock()
+	if want := []int{18, 18}; !reflect.DeepEqual(rows, want) {
+		t.Fatalf("sealed segments of %v rows, want %v", rows, want)
+	}
+	if !p.flushDue() {
+		t.Error("6 exports of staged spans (3× the bound's nine tenths) do not make a flush due")
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, ch, "SELECT count() AS n FROM spans WHERE trace_id = ?", otlptest.TraceHex(62)); n != 36 {
+		t.Fatalf("%d spans stored, want 36", n)
+	}
+	if n, b := p.nPend.Load(), p.nPendBytes.Load(); n != 0 || b != 0 {
+		t.Errorf("after the flush %d rows and %d bytes still counted as pending", n, b)
+	}
+}
+
 // TestSpansStagedOnDisk: acknowledged spans wait for their insert in a
 // stage file in the engine's tmp dir (not the Go heap), removed once
 // written; when a stage cannot be made (here: the tmp dir is gone) the
