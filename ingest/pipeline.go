@@ -411,8 +411,8 @@ func (p *Pipeline) flushDue() bool {
 // segments of small spans, metric points and events.
 func (p *Pipeline) segmentRows() int { return max(p.cfg.MaxPendingRows/2, 1) }
 
-// seal seals segment seq once it is full (segmentRows), if no other
-// export has yet.
+// seal seals segment seq once it is full (segmentRows or InsertBytes), if
+// no other export has yet.
 func (p *Pipeline) seal(seq uint64) {
 	p.rot.Lock()
 	defer p.rot.Unlock()

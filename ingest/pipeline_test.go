@@ -366,16 +366,7 @@ func TestSegmentsSealedWhenFull(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sealed, err := p.wal.Sealed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows []int
-	p.mu.Lock()
-	for _, s := range sealed {
-		rows = append(rows, p.pending[s.Seq].count())
-	}
-	p.mu.Unlock()
+	rows := sealedRows(t, p)
 	// 36 spans: a segment sealed at 24 (the fourth export passed 20), the
 	// last 12 still open.
 	if want := []int{24}; !reflect.DeepEqual(rows, want) {
@@ -418,16 +409,7 @@ func TestSegmentsSealedByStagedBytes(t *testing.T) {
 	for i := 1; i < 6; i++ {
 		export(i)
 	}
-	sealed, err := p.wal.Sealed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows []int
-	p.mu.Lock()
-	for _, s := range sealed {
-		rows = append(rows, p.pending[s.Seq].count())
-	}
-	p.mu.Unlock()
+	rows := sealedRows(t, p)
 	if want := []int{18, 18}; !reflect.DeepEqual(rows, want) {
 		t.Fatalf("sealed segments of %v rows, want %v", rows, want)
 	}
@@ -443,6 +425,22 @@ func TestSegmentsSealedByStagedBytes(t *testing.T) {
 	if n, b := p.nPend.Load(), p.nPendBytes.Load(); n != 0 || b != 0 {
 		t.Errorf("after the flush %d rows and %d bytes still counted as pending", n, b)
 	}
+}
+
+// sealedRows is the row count of each sealed segment still pending.
+func sealedRows(t *testing.T, p *Pipeline) []int {
+	t.Helper()
+	sealed, err := p.wal.Sealed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []int
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range sealed {
+		rows = append(rows, p.pending[s.Seq].count())
+	}
+	return rows
 }
 
 // TestSpansStagedOnDisk: acknowledged spans wait for their insert in a
