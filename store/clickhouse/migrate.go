@@ -198,11 +198,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 //     89k against 72k spans/s acknowledged. It leaves more parts per
 //     partition (up to a few dozen), which reads by trace id feel little:
 //     they are bounded by the trace's starts.
-//   - min_bytes_for_wide_part 64 MiB (default 10 MiB): an insert of ~100k
-//     spans (~13 MB) and the first merges write compact parts, one data
-//     file instead of two per column and subcolumn (~80): ~1 µs less CPU
-//     per span inserted and ~1 µs less per span merged, much of it the
-//     file system creating and deleting files.
+//   - min_bytes_for_wide_part 64 MiB (default 10 MiB): an insert (at most
+//     ingest.PipelineConfig.InsertBytes of Native, ~40 MiB, ~54 MB as the
+//     engine counts it: uncompressed) and the first merges write compact
+//     parts, one data file instead of two per column and subcolumn (~80):
+//     ~1 µs less CPU per span inserted and ~1 µs less per span merged,
+//     much of it the file system creating and deleting files.
 const embeddedSpansSettings = "merge_selector_base = 25, min_bytes_for_wide_part = 67108864"
 
 // retentionTables maps each table to its time column for TTL.
