@@ -200,10 +200,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 //     they are bounded by the trace's starts.
 //   - min_bytes_for_wide_part 64 MiB (default 10 MiB): an insert (at most
 //     ingest.PipelineConfig.InsertBytes of Native, ~40 MiB, ~54 MB as the
-//     engine counts it: uncompressed) and the first merges write compact
-//     parts, one data file instead of two per column and subcolumn (~80):
-//     ~1 µs less CPU per span inserted and ~1 µs less per span merged,
-//     much of it the file system creating and deleting files.
+//     engine counts it: uncompressed) writes a compact part, one data file
+//     instead of two per column and subcolumn (~80): ~1 µs less CPU per
+//     span inserted, much of it the file system creating and deleting
+//     files. Merges of ~21 such parts (~1 GB) still write wide parts;
+//     compact ones measured no cheaper (BenchmarkMergeSpans, session 21).
 const embeddedSpansSettings = "merge_selector_base = 25, min_bytes_for_wide_part = 67108864"
 
 // retentionTables maps each table to its time column for TTL.
