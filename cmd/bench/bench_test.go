@@ -139,6 +139,24 @@ func TestStageTimes(t *testing.T) {
 	}
 }
 
+// The assembler's lag in a phase counts from the phase's start at most: a
+// watermark left minutes back by the previous phase's wait is not the
+// phase's own spans waiting; one that falls behind within the phase is.
+func TestAssemblerLagCountsFromPhaseStart(t *testing.T) {
+	now := time.Now()
+	s := &sampler{start: now.Add(-3 * time.Second)}
+	s.noteWatermark(now.Add(-4 * time.Minute)) // left by the wait before the phase
+	if s.maxLag < 3*time.Second || s.maxLag > time.Minute {
+		t.Errorf("a watermark from before the phase: lag %s, want about the 3 s the phase has run", s.maxLag)
+	}
+	s = &sampler{start: now.Add(-3 * time.Minute)}
+	s.noteWatermark(now.Add(-time.Minute)) // fell behind during the phase
+	s.noteWatermark(now.Add(-time.Second))
+	if s.maxLag < time.Minute || s.maxLag > 2*time.Minute {
+		t.Errorf("a watermark a minute old within the phase: lag %s, want about 1 min", s.maxLag)
+	}
+}
+
 // testLog shows the benches' progress with -v.
 func testLog(t *testing.T) testWriter {
 	if os.Getenv("TOKENPATH_BENCH_QUIET") != "" {

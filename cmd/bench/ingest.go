@@ -522,7 +522,8 @@ type sampler struct {
 	written  []float64
 	stop     chan struct{}
 	done     chan struct{}
-	maxLag   time.Duration // assembler watermark behind the clock, at most
+	start    time.Time     // the phase's first export
+	maxLag   time.Duration // assembler watermark behind the clock, at most (noteWatermark)
 	maxParts float64       // active parts of spans, at most
 	// after: exports have stopped; samples no longer count for the rates,
 	// only for afterPeak.
@@ -532,11 +533,11 @@ type sampler struct {
 }
 
 func startSampler(ctx context.Context, web string, pid int, acked *atomic.Int64, wm *watermarkReader, pageEvery time.Duration) *sampler {
-	s := &sampler{stop: make(chan struct{}), done: make(chan struct{}), pages: startPageReader(ctx, web, pageEvery)}
 	t0 := time.Now()
+	s := &sampler{start: t0, stop: make(chan struct{}), done: make(chan struct{}), pages: startPageReader(ctx, web, pageEvery)}
 	record := func() {
 		if w, ok := wm.read(ctx); ok {
-			s.noteLag(time.Since(w))
+			s.noteWatermark(w)
 		}
 		m, _ := scrapeMetrics(ctx, web)
 		mem := readMem(pid)
@@ -590,11 +591,19 @@ func (s *sampler) phaseOver() {
 	s.after = true
 }
 
-// noteLag keeps the assembler's largest lag seen.
-func (s *sampler) noteLag(d time.Duration) {
+// noteWatermark keeps the assembler's largest lag seen: how far its
+// watermark w trails the clock, counted from the phase's start at most.
+// The wait after a phase ends once the watermark passes the time the wait
+// began, so the next phase can start with the watermark minutes old
+// although nothing is left to assemble; the phase's own spans cannot be
+// behind by more than the phase has run.
+func (s *sampler) noteWatermark(w time.Time) {
+	if w.Before(s.start) {
+		w = s.start
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.maxLag = max(s.maxLag, d)
+	s.maxLag = max(s.maxLag, time.Since(w))
 }
 
 // secondHalf returns acked and written spans/s over the second half.
@@ -690,7 +699,7 @@ func (t *ingestTarget) assembled(ctx context.Context, s *sampler) (wait time.Dur
 	said := t0
 	for time.Since(t0) < assembleWait && ctx.Err() == nil {
 		if w, ok := t.watermarks.read(ctx); ok {
-			s.noteLag(time.Since(w))
+			s.noteWatermark(w)
 			if !w.Before(t0) {
 				return time.Since(t0), false
 			}
@@ -752,7 +761,7 @@ func (t *ingestTarget) drain(ctx context.Context, s *sampler) time.Duration {
 	deadline := t0.Add(5 * time.Minute)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if w, ok := t.watermarks.read(ctx); ok {
-			s.noteLag(time.Since(w))
+			s.noteWatermark(w)
 		}
 		m, err := scrapeMetrics(ctx, t.web)
 		if err == nil && m.QueueRows == 0 {
