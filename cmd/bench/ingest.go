@@ -522,7 +522,7 @@ type sampler struct {
 	written  []float64
 	stop     chan struct{}
 	done     chan struct{}
-	start    time.Time     // the phase's first export
+	start    time.Time     // when the phase began: the sampler starts just before its first export
 	maxLag   time.Duration // assembler watermark behind the clock, at most (noteWatermark)
 	maxParts float64       // active parts of spans, at most
 	// after: exports have stopped; samples no longer count for the rates,
