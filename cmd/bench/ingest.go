@@ -533,8 +533,7 @@ type sampler struct {
 }
 
 func startSampler(ctx context.Context, web string, pid int, acked *atomic.Int64, wm *watermarkReader, pageEvery time.Duration) *sampler {
-	t0 := time.Now()
-	s := &sampler{start: t0, stop: make(chan struct{}), done: make(chan struct{}), pages: startPageReader(ctx, web, pageEvery)}
+	s := &sampler{start: time.Now(), stop: make(chan struct{}), done: make(chan struct{}), pages: startPageReader(ctx, web, pageEvery)}
 	record := func() {
 		if w, ok := wm.read(ctx); ok {
 			s.noteWatermark(w)
@@ -547,7 +546,7 @@ func startSampler(ctx context.Context, web string, pid int, acked *atomic.Int64,
 		peak := &s.afterPeak
 		if !s.after {
 			peak = &s.phasePeak
-			s.at = append(s.at, time.Since(t0))
+			s.at = append(s.at, time.Since(s.start))
 			s.acked = append(s.acked, acked.Load())
 			s.written = append(s.written, m.WrittenRows)
 		}
