@@ -321,6 +321,7 @@ func diagnoseView(data *share.DiagnoseData, live bool) views.DiagnoseView {
 	return v
 }
 
+// countNoun counts n of a noun: "1 request", "5 526 requests".
 func countNoun(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
@@ -709,6 +710,17 @@ func componentRows(d diagnose.Diagnosis) []views.PartRow {
 				cr.Direction = "unknown"
 			}
 			cr.DirectionWords = directionWords(cr.Direction)
+			// A part only one side has (a cold start's wait, a first
+			// self-hosted model) has no p95 to set against, and the
+			// comparison over every request may not move: 2 % of requests
+			// held 26 s leave the p95 of all at 0, which read "no change"
+			// beside a 26 s p95.
+			switch {
+			case st.Count > 0 && st.BaselineCount == 0:
+				cr.Direction, cr.DirectionWords = "worse", "new in this window"
+			case st.Count == 0 && st.BaselineCount > 0:
+				cr.Direction, cr.DirectionWords = "better", "gone in this window"
+			}
 		}
 		out = append(out, cr)
 	}

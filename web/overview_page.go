@@ -120,7 +120,7 @@ func (s *Server) overviewPage(c echo.Context) error {
 	}
 	v.KPIs = []views.KPI{
 		{Label: "LLM requests", Value: humanInt(int64(total)), Sub: humanRate(float64(total)/secs) + " on average"},
-		{Label: "Services", Value: strconv.Itoa(len(ov.Services)), Sub: plural(len(ov.Models), "model")},
+		{Label: "Services", Value: strconv.Itoa(len(ov.Services)), Sub: countNoun(len(ov.Models), "model")},
 		{Label: "Slowest TTFT p95", Value: humanMs(worst), Sub: worstName},
 		sloKPI(len(slos), violated),
 	}
@@ -210,7 +210,7 @@ func sloKPI(n, violated int) views.KPI {
 	case n == 0:
 		return views.KPI{Label: "SLOs", Value: "none", Sub: "define one on the SLOs page"}
 	case violated == 0:
-		return views.KPI{Label: "SLOs", Value: "all met", Sub: plural(n, "objective")}
+		return views.KPI{Label: "SLOs", Value: "all met", Sub: countNoun(n, "objective")}
 	}
 	return views.KPI{Label: "SLOs", Value: fmt.Sprintf("%d of %d missed", violated, n), Sub: "or burning fast"}
 }
@@ -224,7 +224,7 @@ func serviceRow(so analysis.ServiceOverview, rangeQuery url.Values, slos []postg
 	row := views.ServiceRow{
 		Name: so.Service, Role: roleLabel(so.Role), Models: strings.Join(so.Models, ", "),
 		DiagnoseHref: "/diagnose?" + q.Encode(), RequestsHref: "/requests?" + q.Encode(),
-		Requests: humanInt(int64(so.Requests)), Rate: humanRate(so.RatePerSec),
+		Requests: countNoun(so.Requests, "request"), Rate: humanRate(so.RatePerSec),
 		TTFTP50: humanMs(so.TTFT.P50), TTFTP95: humanMs(so.TTFT.P95), TTFTP99: humanMs(so.TTFT.P99),
 		ITLP50: humanMs(so.ITLP50), Errors: humanPct(so.ErrorRate), ErrorsHigh: so.ErrorRate >= 0.05,
 		SLO:   serviceSLOCell(so.Service, slos, statuses),
@@ -402,7 +402,7 @@ func overviewChart(ov analysis.Overview) *views.Chart {
 		rows[i] = row
 	}
 	return &views.Chart{ID: "overview-ttft", Title: "TTFT p95 by service, per " + humanDuration(ov.Bucket) + " bucket",
-		Label: "Line chart of TTFT p95 per bucket for the " + plural(len(services), "busiest service"), Spec: spec, Head: head, Rows: rows}
+		Label: "Line chart of TTFT p95 per bucket for the " + countNoun(len(services), "busiest service"), Spec: spec, Head: head, Rows: rows}
 }
 
 // onboarding is the OTLP snippet for this server: the host the browser
@@ -435,13 +435,6 @@ func latest(services []analysis.ServiceInfo) time.Time {
 		}
 	}
 	return t
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return humanInt(int64(n)) + " " + word + "s"
 }
 
 func orNone(s string) string {

@@ -245,9 +245,9 @@ func requestsResults(q requestsQuery, reqs []telemetry.LLMRequest, count analysi
 	case total == 0:
 		r.Summary = "No requests"
 	case len(reqs) == 0:
-		r.Summary = fmt.Sprintf("Page %d is past the end: %s%s", q.page, about, plural(total, "request"))
+		r.Summary = fmt.Sprintf("Page %d is past the end: %s%s", q.page, about, countNoun(total, "request"))
 	default:
-		r.Summary = fmt.Sprintf("%s–%s of %s%s", humanInt(int64(first)), humanInt(int64(last)), about, plural(total, "request"))
+		r.Summary = fmt.Sprintf("%s–%s of %s%s", humanInt(int64(first)), humanInt(int64(last)), about, countNoun(total, "request"))
 	}
 	r.PageLabel = fmt.Sprintf("Page %s of %s%s", humanInt(int64(q.page)), about, humanInt(int64(pages)))
 	filtered := q.filter.Service != "" || q.filter.Model != "" || q.filter.Instance != "" || q.filter.ColdStart || q.filter.Slow
@@ -354,7 +354,7 @@ func (s *Server) requestDetailPage(c echo.Context) error {
 	if len(spans) == 0 && len(reqs) == 0 {
 		msg := "There is no trace " + id + " in this project."
 		if s.deps.RetentionDays > 0 {
-			msg += fmt.Sprintf(" It may be older than the retention (%s), or still arriving.", plural(s.deps.RetentionDays, "day"))
+			msg += fmt.Sprintf(" It may be older than the retention (%s), or still arriving.", countNoun(s.deps.RetentionDays, "day"))
 		}
 		return echo.NewHTTPError(http.StatusNotFound, msg)
 	}

@@ -62,7 +62,7 @@ func (s *Server) settingsView(c echo.Context) (views.SettingsView, error) {
 	v := views.SettingsView{Page: s.page(c, "Settings", "settings"), OTLP: s.onboarding(c),
 		Target: views.TargetForm{Interval: strconv.Itoa(defaultScrapeInterval)}}
 	if s.deps.RetentionDays > 0 {
-		v.Retention = plural(s.deps.RetentionDays, "day")
+		v.Retention = countNoun(s.deps.RetentionDays, "day")
 	} else {
 		v.Retention = "the configured number of days"
 	}

@@ -46,7 +46,7 @@ type ServiceRow struct {
 	VerdictTitle string
 	// VerdictHref loads the verdict badge with htmx after the page shows.
 	VerdictHref string
-	Requests    string
+	Requests    string // counted with its noun: "1 request", "5 526 requests"
 	Rate        string
 	TTFTP50     string
 	TTFTP95     string
@@ -346,7 +346,7 @@ func Overview(v OverviewView) templ.Component {
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, " requests</a></div></th><td>")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "</a></div></th><td>")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
