@@ -313,6 +313,15 @@ func (s *suite) testRequests(t *testing.T) {
 	s.screenshot(tb, "requests")
 	tb.checkClean()
 
+	// At 1280 px the whole row shows, a cold start's tag included: the
+	// table needs no scrolling.
+	tb.open("/requests?" + url.Values{"cold_start": {"true"}, "from": {rfc(s.data.cold.From)}, "to": {rfc(s.data.cold.To)}}.Encode())
+	tb.do(chromedp.WaitVisible(chromedp.CSS("table.requests tbody tr td.flags .tag-cold")))
+	if w := eval[[]float64](tb, `(e => [e.scrollWidth, e.clientWidth])(document.querySelector("table.requests").closest(".table-wrap"))`); w[0] > w[1]+1 {
+		t.Errorf("requests with a cold start's tag at %d px: the table is %v px wide in %v px", viewportWidth, w[0], w[1])
+	}
+	tb.checkClean()
+
 	// Sort by TTFT: the header link swaps the table in place (htmx).
 	tb.do(chromedp.Click(chromedp.CSS(`table.requests thead th a[href*="sort=ttft"]`)))
 	tb.waitJS("TTFT sort", `(function () {
