@@ -45,11 +45,15 @@ type RequestFilter struct {
 	Instance  string
 	TraceID   string
 	ColdStart bool // only cold starts
-	Slow      bool // only requests above the window's TTFT p90
-	Sort      string
-	Desc      bool
-	Limit     int
-	Offset    int
+	Slow      bool // only requests above the TTFT p90 of the window's requests of Service and Model
+	// Tenant, Route and PromptLength (a diagnose.PromptLengths label) are
+	// what bubble-up ranks beside instance and model: a diagnosis links
+	// each value it names to its requests.
+	Tenant, Route, PromptLength string
+	Sort                        string
+	Desc                        bool
+	Limit                       int
+	Offset                      int
 	// NoTotal skips counting every match (the count is returned as -1):
 	// a "slowest requests" panel does not page.
 	NoTotal bool
@@ -92,7 +96,32 @@ func (f RequestFilter) where() (string, []any) {
 	if f.ColdStart {
 		conds = append(conds, "cold_start = 1")
 	}
+	if f.Tenant != "" {
+		conds = append(conds, "tenant = ?")
+		args = append(args, f.Tenant)
+	}
+	if f.Route != "" {
+		conds = append(conds, "route = ?")
+		args = append(args, f.Route)
+	}
+	if b, ok := diagnose.PromptLengthNamed(f.PromptLength); ok {
+		// As diagnose buckets them: the first bucket has no lower bound.
+		if b.From > 0 {
+			conds = append(conds, "input_tokens >= ?")
+			args = append(args, b.From)
+		}
+		if b.To > 0 {
+			conds = append(conds, "input_tokens < ?")
+			args = append(args, b.To)
+		}
+	}
 	return strings.Join(conds, " AND "), args
+}
+
+// byNames reports whether the hourly name counts (llm_request_names) hold
+// f's matches: they keep project, service, model and instance only.
+func (f RequestFilter) byNames() bool {
+	return f.TraceID == "" && !f.ColdStart && !f.Slow && f.Tenant == "" && f.Route == "" && f.PromptLength == ""
 }
 
 // scope is the filter's condition without its window: what the tables
@@ -116,15 +145,20 @@ type Count struct {
 func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LLMRequest, Count, error) {
 	where, args := f.where()
 	if f.Slow {
-		// The p90 of a big window is read from the stored sample (as its
-		// total is counted): a sixteenth of the reading or less, and p90
-		// of thousands of rows is as good a line between slow and the rest.
-		rough, err := q.roughCount(ctx, where, args)
+		// Slow is judged against the window's requests of the service and
+		// model, as a diagnosis judges them, whatever else filters the
+		// list: the slow requests of one instance or tenant are those
+		// above the window's p90, not above its own. The p90 of a big
+		// window is read from the stored sample (as its total is
+		// counted): a sixteenth of the reading or less, and p90 of
+		// thousands of rows is as good a line between slow and the rest.
+		lwhere, largs := RequestFilter{Project: f.Project, From: f.From, To: f.To, Service: f.Service, Model: f.Model}.where()
+		rough, err := q.roughCount(ctx, lwhere, largs)
 		if err != nil {
 			return nil, Count{}, err
 		}
 		c := planCount(rough, q.exactCountMax())
-		p90, err := q.CH.Query(ctx, "SELECT quantile(0.9)(coalesce(ttft_ms, e2e_ms)) AS p FROM "+c.table+" FINAL WHERE "+where+c.where+FinalSettings, args...)
+		p90, err := q.CH.Query(ctx, "SELECT quantile(0.9)(coalesce(ttft_ms, e2e_ms)) AS p FROM "+c.table+" FINAL WHERE "+lwhere+c.where+FinalSettings, largs...)
 		if err != nil {
 			return nil, Count{}, fmt.Errorf("slow threshold: %w", err)
 		}
@@ -1068,7 +1102,7 @@ const namesRoughMin = 12 * time.Hour
 // window's first and last day partitions are read for (7 days at 10M
 // requests: ~24 ms, a quarter of a sorted page).
 func (q *Queries) listRoughCount(ctx context.Context, f RequestFilter, where string, args []any) (int, error) {
-	if f.From.IsZero() || f.To.Sub(f.From) < namesRoughMin || f.TraceID != "" || f.ColdStart || f.Slow {
+	if f.From.IsZero() || f.To.Sub(f.From) < namesRoughMin || !f.byNames() {
 		return q.roughCount(ctx, where, args)
 	}
 	nwhere, nargs := f.scope()

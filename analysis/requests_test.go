@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tokenpath/tokenpath/analysis"
+	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/app/apptest"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/telemetry"
@@ -181,5 +182,63 @@ func insertBusyAndQuiet(t *testing.T, srv *apptest.Server, now time.Time, server
 	}
 	if err := srv.CH.Insert(context.Background(), clickhouse.RequestsBatch(quiet, nil, 1)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The values bubble-up ranks filter the list: tenant, route and prompt
+// length, alone and together, over a day (its total would otherwise come
+// from the hourly name counts, which know none of them) and sorted by
+// TTFT (read from the stored top rows). Prompt lengths bucket as the
+// diagnosis does.
+func TestRequestsFilteredByBubbleUpValues(t *testing.T) {
+	srv := apptest.Start(t, apptest.Options{})
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Second)
+	tenants, routes := []string{"acme", "initech", ""}, []string{"/chat", "/summarize"}
+	prompts := []int64{10, 999, 1000, 3999, 4000, 20_000}
+	var rows []telemetry.LLMRequest
+	for i := range 360 { // one every 4 minutes over a day
+		rows = append(rows, telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("%032x", i), SpanID: fmt.Sprintf("%016x", i),
+			Service: "chat", Model: "m", Start: now.Add(-time.Duration(i)*4*time.Minute - time.Second), TTFT: telemetry.Ptr(float64(i % 97)),
+			Tenant: tenants[i%3], Route: routes[i%2], InputTokens: telemetry.Ptr(prompts[i%6])})
+	}
+	if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(rows, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	q := &analysis.Queries{CH: srv.CH}
+	for _, f := range []analysis.RequestFilter{
+		{Tenant: "acme"}, {Route: "/summarize"}, {PromptLength: "<1k"}, {PromptLength: "1–4k"}, {PromptLength: ">16k"},
+		{Tenant: "initech", Route: "/chat", PromptLength: "4–16k"}, {Tenant: "nobody"},
+	} {
+		var want []string
+		for _, r := range rows {
+			b, _ := diagnose.PromptLengthNamed(f.PromptLength)
+			if (f.Tenant == "" || r.Tenant == f.Tenant) && (f.Route == "" || r.Route == f.Route) &&
+				(f.PromptLength == "" || *r.InputTokens >= b.From && (b.To == 0 || *r.InputTokens < b.To)) {
+				want = append(want, r.TraceID)
+			}
+		}
+		for _, sort := range []string{"", "ttft"} {
+			f := f
+			f.Project, f.From, f.To, f.Sort, f.Desc, f.Limit = 1, now.Add(-24*time.Hour), now, sort, true, 200 // ≤ topPageMax: the sorted page comes from the top rows
+			got, total, err := q.Requests(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if total.N != len(want) || len(got) != len(want) {
+				t.Errorf("%+v sorted by %q: %d rows, total %+v, want %d", f, sort, len(got), total, len(want))
+				continue
+			}
+			ids := map[string]bool{}
+			for _, r := range got {
+				ids[r.TraceID] = true
+			}
+			for _, id := range want {
+				if !ids[id] {
+					t.Errorf("%+v sorted by %q: request %s is missing", f, sort, id)
+					break
+				}
+			}
+		}
 	}
 }

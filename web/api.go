@@ -161,6 +161,8 @@ type requestJSON struct {
 	Model           string    `json:"model"`
 	Provider        string    `json:"provider"`
 	Instance        string    `json:"instance"`
+	Route           string    `json:"route,omitempty"`
+	Tenant          string    `json:"tenant,omitempty"`
 	Start           time.Time `json:"start"`
 	TTFTMs          *float64  `json:"ttft_ms"`
 	PreInferenceMs  *float64  `json:"pre_inference_ms"`
@@ -180,7 +182,7 @@ type requestJSON struct {
 
 func toRequestJSON(r telemetry.LLMRequest) requestJSON {
 	return requestJSON{TraceID: r.TraceID, SpanID: r.SpanID, Service: r.Service, ServerService: r.ServerService, Model: r.Model,
-		Provider: r.Provider, Instance: r.Instance, Start: r.Start, TTFTMs: r.TTFT, PreInferenceMs: r.PreInference, QueueMs: r.Queue,
+		Provider: r.Provider, Instance: r.Instance, Route: r.Route, Tenant: r.Tenant, Start: r.Start, TTFTMs: r.TTFT, PreInferenceMs: r.PreInference, QueueMs: r.Queue,
 		PrefillMs: r.Prefill, NetworkMs: r.Network, DecodeMs: r.Decode, E2EMs: r.E2E, ITLMs: r.ITL, ColdStartWaitMs: r.ColdStartWait,
 		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, ColdStart: r.ColdStart, Error: r.Error, CallIndex: r.CallIndex}
 }
@@ -202,6 +204,9 @@ func (s *Server) requestFilter(c echo.Context) (analysis.RequestFilter, error) {
 		Model: c.QueryParam("model"), Instance: c.QueryParam("instance"), Limit: limit, Offset: offset,
 		Sort: c.QueryParam("sort"), Desc: c.QueryParam("order") != "asc", ColdStart: c.QueryParam("cold_start") == "true",
 		Slow: c.QueryParam("slow") == "true"}
+	if err := readBubbleFilters(c, &f); err != nil {
+		return f, err
+	}
 	if f.Sort != "" {
 		if _, ok := analysis.SortColumns[f.Sort]; !ok {
 			return f, badRequest("sort=%q is not one of start, ttft, e2e, queue, prefill, network, decode, pre_inference, itl, input_tokens, output_tokens", f.Sort)

@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -314,6 +315,11 @@ func diagnoseView(data *share.DiagnoseData, live bool) views.DiagnoseView {
 	v.Events = eventLines(d.Series)
 	v.Components = componentRows(d)
 	v.BubbleUp = bubbleRows(d.BubbleUp)
+	if live {
+		for i, b := range d.BubbleUp {
+			v.BubbleUp[i].Href = bubbleHref(slow, b)
+		}
+	}
 	v.BubbleNote = "Nothing stands out: no instance, model, route, tenant or prompt size is over-represented among the slow requests."
 	for _, r := range data.Slowest {
 		v.Slowest = append(v.Slowest, slowRow(r))
@@ -737,6 +743,20 @@ func directionWords(dir string) string {
 		return "no change"
 	}
 	return "no data"
+}
+
+// bubbleHref lists the window's slow requests holding an attribution's
+// value (slow: the query of them all), "" for a value the requests list
+// cannot filter by (a raw span attribute, not a cold start).
+func bubbleHref(slow url.Values, b diagnose.Attribution) string {
+	param := map[string]string{diagnose.KeyInstance: "instance", diagnose.KeyModel: "model", diagnose.KeyTenant: "tenant",
+		diagnose.KeyRoute: "route", diagnose.KeyPromptLength: "prompt_length", diagnose.KeyColdStart: "cold_start"}[b.Key]
+	if param == "" || (b.Key == diagnose.KeyColdStart && b.Value != "true") {
+		return ""
+	}
+	q := maps.Clone(slow)
+	q.Set(param, b.Value)
+	return "/requests?" + q.Encode()
 }
 
 func bubbleRows(bs []diagnose.Attribution) []views.BubbleRow {

@@ -77,14 +77,34 @@ func (s *Server) readRequestsQuery(c echo.Context, now time.Time) (requestsQuery
 		Service: c.QueryParam("service"), Model: c.QueryParam("model"), Instance: c.QueryParam("instance"),
 		ColdStart: c.QueryParam("cold_start") == "true", Slow: c.QueryParam("slow") == "true",
 		Sort: sortKey, Desc: !q.ascending, Limit: requestsPerPage, Offset: (page - 1) * requestsPerPage}
-	return q, nil
+	return q, readBubbleFilters(c, &q.filter)
+}
+
+// readBubbleFilters reads the filters by the values a diagnosis's
+// bubble-up names beyond service, model and instance: tenant, route and
+// prompt_length (one of diagnose.PromptLengths' labels).
+func readBubbleFilters(c echo.Context, f *analysis.RequestFilter) error {
+	f.Tenant, f.Route, f.PromptLength = c.QueryParam("tenant"), c.QueryParam("route"), c.QueryParam("prompt_length")
+	if _, ok := diagnose.PromptLengthNamed(f.PromptLength); f.PromptLength != "" && !ok {
+		return badRequest("prompt_length=%q is not one of %s", f.PromptLength, strings.Join(promptLengthLabels(), ", "))
+	}
+	return nil
+}
+
+func promptLengthLabels() []string {
+	var out []string
+	for _, b := range diagnose.PromptLengths {
+		out = append(out, b.Label)
+	}
+	return out
 }
 
 // values encodes the state back into URL parameters; paging and sorting
 // are left out unless asked for.
 func (q requestsQuery) values(withSort bool) url.Values {
 	v := q.rng.query()
-	for k, x := range map[string]string{"service": q.filter.Service, "model": q.filter.Model, "instance": q.filter.Instance} {
+	for k, x := range map[string]string{"service": q.filter.Service, "model": q.filter.Model, "instance": q.filter.Instance,
+		"tenant": q.filter.Tenant, "route": q.filter.Route, "prompt_length": q.filter.PromptLength} {
 		if x != "" {
 			v.Set(k, x)
 		}
@@ -137,6 +157,7 @@ func (s *Server) requestsPage(c echo.Context) error {
 
 func requestFilters(q requestsQuery, services []analysis.ServiceInfo) views.RequestFilters {
 	f := views.RequestFilters{Service: q.filter.Service, Model: q.filter.Model, Instance: q.filter.Instance,
+		Tenant: q.filter.Tenant, Route: q.filter.Route, PromptLength: q.filter.PromptLength, PromptLengths: promptLengthLabels(),
 		ColdStart: q.filter.ColdStart, Slow: q.filter.Slow}
 	models, instances := map[string]bool{}, map[string]bool{}
 	for _, s := range services {

@@ -37,21 +37,45 @@ type Attribution struct {
 	FastCount     int      `json:"fast_count"`
 }
 
-// promptLength buckets input tokens the way prompt sizes are talked about.
+// PromptLengths bucket input tokens the way prompt sizes are talked
+// about: a bucket holds prompts of From tokens up to, not including, To
+// (0: no bound). Bubble-up ranks them and the requests list filters by
+// them, so a bucket named on a diagnosis lists its own requests.
+var PromptLengths = []PromptLength{
+	{"<1k", 0, 1000},
+	{"1–4k", 1000, 4000},
+	{"4–16k", 4000, 16000},
+	{">16k", 16000, 0},
+}
+
+// PromptLength is one bucket of PromptLengths.
+type PromptLength struct {
+	Label    string
+	From, To int64
+}
+
+// PromptLengthNamed is the bucket labelled label.
+func PromptLengthNamed(label string) (PromptLength, bool) {
+	for _, b := range PromptLengths {
+		if b.Label == label {
+			return b, true
+		}
+	}
+	return PromptLength{}, false
+}
+
+// promptLength is the label of r's prompt bucket, "" without a count.
 func promptLength(r *telemetry.LLMRequest) string {
 	if r.InputTokens == nil {
 		return ""
 	}
-	switch n := *r.InputTokens; {
-	case n < 1000:
-		return "<1k"
-	case n < 4000:
-		return "1–4k"
-	case n < 16000:
-		return "4–16k"
-	default:
-		return ">16k"
+	n := *r.InputTokens
+	for _, b := range PromptLengths {
+		if n >= b.From && (b.To == 0 || n < b.To) {
+			return b.Label
+		}
 	}
+	return PromptLengths[0].Label // a negative count: below every bound
 }
 
 // eachAttribute calls f with every bubble-up key and value of one request;
