@@ -120,7 +120,7 @@ func window(c echo.Context, fromKey, toKey string, now time.Time) (diagnose.Rang
 		return r, badRequest("%s must be before %s", fromKey, toKey)
 	}
 	if r.Duration() > analysis.MaxWindow {
-		return r, badRequest("window of %s is too large: the limit is %d days", r.Duration().Round(time.Hour), int(analysis.MaxWindow.Hours()/24))
+		return r, badRequest("a window of %.1f days is too long: the limit is %d days", r.Duration().Hours()/24, int(analysis.MaxWindow.Hours()/24))
 	}
 	return r, nil
 }
@@ -206,6 +206,9 @@ func (s *Server) requestFilter(c echo.Context) (analysis.RequestFilter, error) {
 		Slow: c.QueryParam("slow") == "true"}
 	if err := readBubbleFilters(c, &f); err != nil {
 		return f, err
+	}
+	if f.Sort == "" && !f.Desc {
+		f.Sort = "start" // order=asc alone: oldest first
 	}
 	if f.Sort != "" {
 		if _, ok := analysis.SortColumns[f.Sort]; !ok {
@@ -299,7 +302,7 @@ func (s *Server) apiCompare(c echo.Context) error {
 		return err
 	}
 	if c.QueryParam("a_from") == "" || c.QueryParam("b_from") == "" {
-		return badRequest("compare needs a_from, a_to, b_from and b_to (RFC 3339)")
+		return badRequest("compare needs a_from and b_from (RFC 3339); a_to and b_to default to now")
 	}
 	_, prices := s.sloAndPrices(c, projectOf(c), c.QueryParam("service"), c.QueryParam("model"))
 	out, err := s.deps.Queries.Compare(c.Request().Context(), projectOf(c), a, b, c.QueryParam("service"), c.QueryParam("model"), prices)
@@ -341,16 +344,78 @@ func (s *Server) apiTrace(c echo.Context) error {
 	for i, r := range reqs {
 		out[i] = toRequestJSON(r)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"spans": spans, "requests": out})
+	sj := make([]spanJSON, len(spans))
+	for i := range spans {
+		sj[i] = toSpanJSON(&spans[i])
+	}
+	return c.JSON(http.StatusOK, map[string]any{"spans": sj, "requests": out})
+}
+
+// spanJSON is one span of a trace in the public API shape: the names of
+// the request shape, every raw attribute, and what normalization read as
+// an LLM call (its timings are the trace's requests).
+type spanJSON struct {
+	TraceID       string            `json:"trace_id"`
+	SpanID        string            `json:"span_id"`
+	ParentSpanID  string            `json:"parent_span_id,omitempty"`
+	Service       string            `json:"service"`
+	Instance      string            `json:"instance,omitempty"`
+	Name          string            `json:"name"`
+	Kind          string            `json:"kind"`
+	Start         time.Time         `json:"start"`
+	End           time.Time         `json:"end"`
+	DurationMs    float64           `json:"duration_ms"`
+	StatusCode    string            `json:"status_code"`
+	StatusMessage string            `json:"status_message,omitempty"`
+	LLM           *spanLLMJSON      `json:"llm,omitempty"`
+	Attributes    map[string]string `json:"attributes"`
+	Resource      map[string]string `json:"resource"`
+	Events        []spanEventJSON   `json:"events,omitempty"`
+}
+
+type spanLLMJSON struct {
+	Role         string `json:"role"` // client (the caller's span) or server (the inference server's)
+	Provider     string `json:"provider,omitempty"`
+	Model        string `json:"model,omitempty"`
+	Operation    string `json:"operation,omitempty"`
+	InputTokens  *int64 `json:"input_tokens"`
+	OutputTokens *int64 `json:"output_tokens"`
+}
+
+type spanEventJSON struct {
+	Name string    `json:"name"`
+	Time time.Time `json:"time"`
+}
+
+func toSpanJSON(s *telemetry.Span) spanJSON {
+	out := spanJSON{TraceID: s.TraceID, SpanID: s.SpanID, ParentSpanID: s.ParentSpanID, Service: s.Service, Instance: s.Instance,
+		Name: s.Name, Kind: s.Kind, Start: s.Start, End: s.End, DurationMs: float64(s.Duration().Microseconds()) / 1e3,
+		StatusCode: s.StatusCode, StatusMessage: s.StatusMessage, Attributes: s.Attributes, Resource: s.Resource}
+	if out.Attributes == nil {
+		out.Attributes = map[string]string{}
+	}
+	if out.Resource == nil {
+		out.Resource = map[string]string{}
+	}
+	if l := s.LLM; l.Role != telemetry.NotLLM {
+		out.LLM = &spanLLMJSON{Role: l.Role.String(), Provider: l.Provider, Model: l.Model, Operation: l.Operation,
+			InputTokens: l.InputTokens, OutputTokens: l.OutputTokens}
+	}
+	for i, name := range s.EventNames {
+		if i < len(s.EventTimes) {
+			out.Events = append(out.Events, spanEventJSON{Name: name, Time: s.EventTimes[i]})
+		}
+	}
+	return out
 }
 
 func (s *Server) apiEvents(c echo.Context) error {
 	body, err := readLimited(c.Request(), 4<<20)
-	if err != nil {
-		if strings.Contains(err.Error(), "gzip") {
-			return badRequest("%s", err.Error())
-		}
+	if errors.Is(err, errBodyTooLarge) {
 		return echo.NewHTTPError(http.StatusRequestEntityTooLarge, err.Error())
+	}
+	if err != nil {
+		return badRequest("%s", err.Error())
 	}
 	n, err := s.deps.Events.IntakeEvents(c.Request().Context(), projectOf(c), body)
 	if err != nil {
@@ -370,23 +435,28 @@ func (s *Server) apiEvents(c echo.Context) error {
 // decompression when the client sent Content-Encoding: gzip.
 func readLimited(r *http.Request, limit int64) ([]byte, error) {
 	var src io.Reader = r.Body
+	what := "the body"
 	if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
 		zr, err := gzip.NewReader(io.LimitReader(r.Body, limit+1))
 		if err != nil {
 			return nil, fmt.Errorf("invalid gzip body: %w", err)
 		}
 		defer zr.Close()
-		src = zr
+		src, what = zr, "the gzip body"
 	}
 	b, err := io.ReadAll(io.LimitReader(src, limit+1))
 	if err != nil {
-		return nil, err
+		// A gzip stream cut or corrupted midway, or a client gone.
+		return nil, fmt.Errorf("cannot read %s: %w", what, err)
 	}
 	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("body exceeds %d bytes", limit)
+		return nil, fmt.Errorf("%w: it exceeds %d bytes", errBodyTooLarge, limit)
 	}
 	return b, nil
 }
+
+// errBodyTooLarge is readLimited's error for a body over its limit.
+var errBodyTooLarge = errors.New("body too large")
 
 // internal logs the chain and shows the user a clear sentence.
 func (s *Server) internal(err error) error {

@@ -46,7 +46,9 @@ func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 
 // csrf protects every cookie-authenticated POST with a double-submit token
 // (form field _csrf or header X-CSRF-Token). API calls with a Bearer key
-// carry no ambient credential, so they skip it.
+// carry no ambient credential, so they skip it, and so do API calls with
+// no session cookie either: they get the key check's 401, which says what
+// is missing, instead of a 403 about forms.
 func csrf() echo.MiddlewareFunc {
 	return middleware.CSRFWithConfig(middleware.CSRFConfig{
 		TokenLookup:    "header:X-CSRF-Token,form:_csrf",
@@ -57,6 +59,11 @@ func csrf() echo.MiddlewareFunc {
 		ContextKey:     ctxCSRF,
 		Skipper: func(c echo.Context) bool {
 			p := c.Request().URL.Path
+			if strings.HasPrefix(p, "/api/") {
+				if _, err := c.Cookie(sessionCookie); err != nil {
+					return true
+				}
+			}
 			return strings.HasPrefix(c.Request().Header.Get("Authorization"), "Bearer ") ||
 				p == "/healthz" || p == "/readyz" || p == "/metrics" || strings.HasPrefix(p, "/static/")
 		},

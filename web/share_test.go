@@ -136,9 +136,17 @@ func TestShareLinks(t *testing.T) {
 		if r := anon.get(sharePath(t, u)); r.Code != http.StatusOK || !strings.Contains(r.Body, html.EscapeString(api.Summary)) {
 			t.Errorf("form-made link: %d", r.Code)
 		}
-		// A form without the CSRF token is refused.
+		// A form without the CSRF token is refused, and so is the API
+		// called with the session's cookie alone; the API called with
+		// neither cookie nor key says the key is missing.
 		if r := c.postForm("/share", url.Values{"path": {diagnosePath}}); r.Code != http.StatusForbidden {
 			t.Errorf("POST /share without CSRF: %d, want 403", r.Code)
+		}
+		if r := c.postForm("/api/v1/share", url.Values{"path": {diagnosePath}}); r.Code != http.StatusForbidden {
+			t.Errorf("POST /api/v1/share with the session cookie and no CSRF token: %d, want 403", r.Code)
+		}
+		if r := anon.postForm("/api/v1/share", url.Values{"path": {diagnosePath}}); r.Code != http.StatusUnauthorized || !strings.Contains(r.Body, "key") {
+			t.Errorf("POST /api/v1/share with neither cookie nor key: %d %s, want 401 naming the key", r.Code, r.Body)
 		}
 	})
 

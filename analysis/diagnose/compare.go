@@ -124,6 +124,7 @@ func compare(bc, ac *columns, opt CompareOptions) Comparison {
 	c := Comparison{
 		BeforeRequests: orLen(opt.BeforeTotal, len(before)), AfterRequests: orLen(opt.AfterTotal, len(after)), RequestsEstimated: opt.TotalsEstimated,
 		BeforeErrorRate: errorRate(before), AfterErrorRate: errorRate(after),
+		Better: []string{}, Worse: []string{}, // [] in JSON when nothing moved
 	}
 	var better, worse []string
 	for _, m := range ms {
