@@ -69,3 +69,26 @@ func TestTraceAPIShape(t *testing.T) {
 		t.Errorf("LLM call span: %+v (llm %+v)", call, call.LLM)
 	}
 }
+
+// order=asc without sort lists the oldest first (the default sort is by
+// start, newest first).
+func TestRequestsAPIOrderAlone(t *testing.T) {
+	srv := apptest.Start(t, apptest.Options{})
+	b := logIn(t, srv, apptest.Key)
+	project := projectOfKey(t, srv, apptest.Key)
+	now := time.Now().UTC()
+	var reqs []telemetry.LLMRequest
+	for i := range 3 {
+		reqs = append(reqs, llmRequest(project, "chat", "vllm", "m", "vllm-0", now.Add(-time.Duration(10+i)*time.Minute), 10, 10, 10, 10))
+	}
+	insertRequests(t, srv, reqs)
+	var got struct {
+		Requests []struct {
+			Start time.Time `json:"start"`
+		} `json:"requests"`
+	}
+	b.getJSON("/api/v1/requests?last=1h&order=asc", apptest.Key, &got)
+	if len(got.Requests) != 3 || !got.Requests[0].Start.Equal(reqs[2].Start) || !got.Requests[2].Start.Equal(reqs[0].Start) {
+		t.Errorf("order=asc: %+v, want the oldest (%s) first", got.Requests, reqs[2].Start)
+	}
+}
