@@ -81,7 +81,7 @@ func TestBubbleUpValuesLinkToTheirRequests(t *testing.T) {
 		}
 		// The page lists them, with the filter in its form.
 		list := b.page(href)
-		contains(t, href, list, "24 requests")
+		contains(t, href, list, "24 requests", "above the p90 of the range&#39;s requests of chat-api, as a diagnosis counts them")
 		// The API, asked the same, returns exactly the 24 slow ones of acme:
 		// slow by the window's p90, not by the p90 of acme's own requests.
 		var got apiList

@@ -271,14 +271,24 @@ func requestsResults(q requestsQuery, reqs []telemetry.LLMRequest, count analysi
 		r.Summary = fmt.Sprintf("%s–%s of %s%s", humanInt(int64(first)), humanInt(int64(last)), about, countNoun(total, "request"))
 	}
 	r.PageLabel = fmt.Sprintf("Page %s of %s%s", humanInt(int64(q.page)), about, humanInt(int64(pages)))
-	filtered := q.filter.Service != "" || q.filter.Model != "" || q.filter.Instance != "" || q.filter.ColdStart || q.filter.Slow
+	f := q.filter
+	filtered := f.Service != "" || f.Model != "" || f.Instance != "" || f.ColdStart || f.Slow || f.Tenant != "" || f.Route != "" || f.PromptLength != ""
 	if filtered {
 		r.Empty = "No requests match these filters in " + strings.ToLower(q.rng.label()[:1]) + q.rng.label()[1:] + ". Widen the range or reset the filters."
 	} else {
 		r.Empty = "No LLM requests in " + strings.ToLower(q.rng.label()[:1]) + q.rng.label()[1:] + ". Pick a longer range, or send traces (see Settings → Send data)."
 	}
 	if q.filter.Slow {
-		r.Note = "Slow: TTFT (or E2E without TTFT) above the p90 of the filtered requests."
+		of := "the range's requests"
+		switch {
+		case f.Service != "" && f.Model != "":
+			of += " of " + f.Service + " and " + f.Model
+		case f.Service != "":
+			of += " of " + f.Service
+		case f.Model != "":
+			of += " of " + f.Model
+		}
+		r.Note = "Slow: TTFT (or E2E without TTFT) above the p90 of " + of + ", as a diagnosis counts them; the other filters pick among those."
 	}
 	pageHref := func(p int) string {
 		v := q.values(true)
