@@ -721,7 +721,12 @@ func componentRows(d diagnose.Diagnosis) []views.PartRow {
 			// comparison over every request may not move: 2 % of requests
 			// held 26 s leave the p95 of all at 0, which read "no change"
 			// beside a 26 s p95.
+			// The cold-start wait's row shows the held requests only, so
+			// it is judged on those, not on the p95 of every request.
 			switch {
+			case r.key == diagnose.ComponentColdStartWait && st.P95 != nil && st.BaselineP95 != nil:
+				cr.Direction = diagnose.ComponentDirection(r.key, *st.BaselineP95, *st.P95)
+				cr.DirectionWords = directionWords(cr.Direction)
 			case st.Count > 0 && st.BaselineCount == 0:
 				cr.Direction, cr.DirectionWords = "worse", "new in this window"
 			case st.Count == 0 && st.BaselineCount > 0:

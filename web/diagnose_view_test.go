@@ -47,7 +47,8 @@ func TestJoinSentences(t *testing.T) {
 // A part only one side of the comparison has gets its own verdict, not
 // the comparison over every request: a few requests held for a cold
 // start leave the p95 of all at 0 ("same"), which must not read "no
-// change" beside the held requests' 26 s p95.
+// change" beside the held requests' 26 s p95; held on both sides, the
+// cold-start wait is judged on the held requests' p95s it shows.
 func TestComponentRowsPartOnOneSide(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
 	d := diagnose.Diagnosis{
@@ -55,21 +56,35 @@ func TestComponentRowsPartOnOneSide(t *testing.T) {
 			diagnose.ComponentColdStartWait: {P50: f(19_200), P95: f(26_200), P99: f(26_900), Count: 27},
 			diagnose.ComponentQueue:         {P95: f(40), BaselineP95: f(35), Count: 900, BaselineCount: 2700},
 			diagnose.ComponentNetwork:       {BaselineP95: f(30), BaselineCount: 300},
+			diagnose.ComponentPrefill:       {P95: f(200), BaselineP95: f(100), Count: 900, BaselineCount: 2700},
 		},
 		Answers: diagnose.Answers{Compare: &diagnose.Comparison{Changes: []diagnose.Change{
 			{Name: diagnose.ComponentColdStartWait, Direction: "same"},
 			{Name: diagnose.ComponentQueue, Direction: "same"},
 			{Name: diagnose.ComponentNetwork, Direction: "same"},
+			{Name: diagnose.ComponentPrefill, Direction: "same"},
 		}}},
 	}
 	got := map[string][2]string{}
 	for _, r := range componentRows(d) {
 		got[r.Name] = [2]string{r.Direction, r.DirectionWords}
 	}
+	// Held on both sides: 26 s → 38 s is worse, though the p95 of every
+	// request stayed 0.
+	both := d
+	both.Components = map[string]diagnose.ComponentStats{
+		diagnose.ComponentColdStartWait: {P95: f(38_000), BaselineP95: f(26_000), Count: 45, BaselineCount: 12},
+	}
+	for _, r := range componentRows(both) {
+		if r.Name == "Cold-start wait" && (r.Direction != "worse" || r.DirectionWords != "worse") {
+			t.Errorf("cold-start wait held 26 s → 38 s: verdict %q %q, want worse", r.Direction, r.DirectionWords)
+		}
+	}
 	for name, want := range map[string][2]string{
 		"Cold-start wait": {"worse", "new in this window"},
 		"Queue":           {"same", "no change"},
 		"Network":         {"better", "gone in this window"},
+		"Prefill":         {"same", "no change"}, // the comparison's verdict stands for other parts
 	} {
 		if got[name] != want {
 			t.Errorf("%s: verdict %q, want %q", name, got[name], want)

@@ -83,11 +83,9 @@ func compare(bc, ac *columns, opt CompareOptions) Comparison {
 	side := func(name string) (stats.Sorted, stats.Sorted) { return bc.sortedOf(name), ac.sortedOf(name) }
 	var ms []metric
 	for _, name := range Components {
-		m := metric{name: name, unit: "ms", minAbs: noiseMs}
+		m := metric{name: name, unit: "ms", minAbs: componentNoise(name)}
 		m.before, m.after = side(name)
 		switch name {
-		case ComponentITL:
-			m.minAbs = 5 // ITL lives in tens of ms
 		case ComponentColdStartWait:
 			// No wait recorded means no wait: read over every request, so
 			// held requests appearing in one window show as a change.
@@ -176,6 +174,23 @@ func (m metric) change() Change {
 	}
 	ch.Direction = direction(b[1], a[1], m.minAbs, m.higherIsBetter)
 	return ch
+}
+
+// componentNoise is the smallest change of a component's p95 (ms) that
+// is not noise.
+func componentNoise(name string) float64 {
+	if name == ComponentITL {
+		return 5 // ITL lives in tens of ms
+	}
+	return noiseMs
+}
+
+// ComponentDirection judges a component's p95 going from before to after
+// (ms) as Compare does: better, worse or same. For a figure Compare reads
+// over other requests than a page shows (the cold-start wait: over every
+// request there, over the held ones on the diagnosis page).
+func ComponentDirection(name string, before, after float64) string {
+	return direction(before, after, componentNoise(name), false)
 }
 
 // direction judges a p95 change against the noise thresholds.
