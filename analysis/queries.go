@@ -69,50 +69,35 @@ var SortColumns = map[string]string{
 func (f RequestFilter) where() (string, []any) {
 	conds := []string{"project_id = ?"}
 	args := []any{f.Project}
+	add := func(cond string, arg ...any) {
+		conds, args = append(conds, cond), append(args, arg...)
+	}
 	if !f.From.IsZero() {
-		conds = append(conds, "start >= ?")
-		args = append(args, f.From)
+		add("start >= ?", f.From)
 	}
 	if !f.To.IsZero() {
-		conds = append(conds, "start < ?")
-		args = append(args, f.To)
+		add("start < ?", f.To)
 	}
 	if f.Service != "" {
-		conds = append(conds, "(service = ? OR server_service = ?)")
-		args = append(args, f.Service, f.Service)
+		add("(service = ? OR server_service = ?)", f.Service, f.Service)
 	}
-	if f.Model != "" {
-		conds = append(conds, "model = ?")
-		args = append(args, f.Model)
-	}
-	if f.Instance != "" {
-		conds = append(conds, "instance = ?")
-		args = append(args, f.Instance)
-	}
-	if f.TraceID != "" {
-		conds = append(conds, "trace_id = ?")
-		args = append(args, f.TraceID)
+	for _, eq := range []struct{ col, v string }{
+		{"model", f.Model}, {"instance", f.Instance}, {"trace_id", f.TraceID}, {"tenant", f.Tenant}, {"route", f.Route},
+	} {
+		if eq.v != "" {
+			add(eq.col+" = ?", eq.v)
+		}
 	}
 	if f.ColdStart {
-		conds = append(conds, "cold_start = 1")
-	}
-	if f.Tenant != "" {
-		conds = append(conds, "tenant = ?")
-		args = append(args, f.Tenant)
-	}
-	if f.Route != "" {
-		conds = append(conds, "route = ?")
-		args = append(args, f.Route)
+		add("cold_start = 1")
 	}
 	if b, ok := diagnose.PromptLengthNamed(f.PromptLength); ok {
 		// As diagnose buckets them: the first bucket has no lower bound.
 		if b.From > 0 {
-			conds = append(conds, "input_tokens >= ?")
-			args = append(args, b.From)
+			add("input_tokens >= ?", b.From)
 		}
 		if b.To > 0 {
-			conds = append(conds, "input_tokens < ?")
-			args = append(args, b.To)
+			add("input_tokens < ?", b.To)
 		}
 	}
 	return strings.Join(conds, " AND "), args
