@@ -200,22 +200,12 @@ func (s *Server) requestFilter(c echo.Context) (analysis.RequestFilter, error) {
 	if err != nil {
 		return analysis.RequestFilter{}, err
 	}
-	f := analysis.RequestFilter{Project: projectOf(c), From: w.From, To: w.To, Service: c.QueryParam("service"),
-		Model: c.QueryParam("model"), Instance: c.QueryParam("instance"), Limit: limit, Offset: offset,
-		Sort: c.QueryParam("sort"), Desc: c.QueryParam("order") != "asc", ColdStart: c.QueryParam("cold_start") == "true",
-		Slow: c.QueryParam("slow") == "true"}
-	if err := readBubbleFilters(c, &f); err != nil {
-		return f, err
-	}
+	f := analysis.RequestFilter{Project: projectOf(c), From: w.From, To: w.To, Limit: limit, Offset: offset,
+		Sort: c.QueryParam("sort"), Desc: c.QueryParam("order") != "asc"}
 	if f.Sort == "" && !f.Desc {
 		f.Sort = "start" // order=asc alone: oldest first
 	}
-	if f.Sort != "" {
-		if _, ok := analysis.SortColumns[f.Sort]; !ok {
-			return f, badRequest("sort=%q is not one of start, ttft, e2e, queue, prefill, network, decode, pre_inference, itl, input_tokens, output_tokens", f.Sort)
-		}
-	}
-	return f, nil
+	return f, readListFilter(c, &f)
 }
 
 func (s *Server) apiRequests(c echo.Context) error {

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +91,12 @@ func TestRequestsAPIOrderAlone(t *testing.T) {
 	b.getJSON("/api/v1/requests?last=1h&order=asc", apptest.Key, &got)
 	if len(got.Requests) != 3 || !got.Requests[0].Start.Equal(reqs[2].Start) || !got.Requests[2].Start.Equal(reqs[0].Start) {
 		t.Errorf("order=asc: %+v, want the oldest (%s) first", got.Requests, reqs[2].Start)
+	}
+	// The page and the API refuse the same unknown column alike.
+	if s := apiStatus(t, srv, "/api/v1/requests?sort=bogus", apptest.Key); s != http.StatusBadRequest {
+		t.Errorf("API sort=bogus: %d, want 400", s)
+	}
+	if r := b.get("/requests?sort=bogus"); r.Code != http.StatusBadRequest || !strings.Contains(r.Body, "input_tokens, itl, network") {
+		t.Errorf("page sort=bogus: %d, want 400 listing the columns", r.Code)
 	}
 }

@@ -2,8 +2,10 @@ package web
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -64,29 +66,29 @@ func (s *Server) readRequestsQuery(c echo.Context, now time.Time) (requestsQuery
 		return requestsQuery{}, err
 	}
 	q := requestsQuery{rng: rng, page: page, sort: c.QueryParam("sort"), ascending: c.QueryParam("order") == "asc"}
-	if q.sort != "" {
-		if _, ok := analysis.SortColumns[q.sort]; !ok {
-			return q, badRequest("sort=%q is not a column of the table", q.sort)
-		}
-	}
 	sortKey := q.sort
 	if sortKey == "" {
 		sortKey = "start"
 	}
 	q.filter = analysis.RequestFilter{Project: projectOf(c), From: rng.From, To: rng.To,
-		Service: c.QueryParam("service"), Model: c.QueryParam("model"), Instance: c.QueryParam("instance"),
-		ColdStart: c.QueryParam("cold_start") == "true", Slow: c.QueryParam("slow") == "true",
 		Sort: sortKey, Desc: !q.ascending, Limit: requestsPerPage, Offset: (page - 1) * requestsPerPage}
-	return q, readBubbleFilters(c, &q.filter)
+	return q, readListFilter(c, &q.filter)
 }
 
-// readBubbleFilters reads the filters by the values a diagnosis's
-// bubble-up names beyond service, model and instance: tenant, route and
-// prompt_length (one of diagnose.PromptLengths' labels).
-func readBubbleFilters(c echo.Context, f *analysis.RequestFilter) error {
+// readListFilter reads what a requests list is filtered and sorted by,
+// alike on the page and in the API: service, model, instance, cold_start,
+// slow, the other values a diagnosis's bubble-up names (tenant, route,
+// prompt_length: one of diagnose.PromptLengths' labels) and f.Sort's
+// column.
+func readListFilter(c echo.Context, f *analysis.RequestFilter) error {
+	f.Service, f.Model, f.Instance = c.QueryParam("service"), c.QueryParam("model"), c.QueryParam("instance")
+	f.ColdStart, f.Slow = c.QueryParam("cold_start") == "true", c.QueryParam("slow") == "true"
 	f.Tenant, f.Route, f.PromptLength = c.QueryParam("tenant"), c.QueryParam("route"), c.QueryParam("prompt_length")
 	if _, ok := diagnose.PromptLengthNamed(f.PromptLength); f.PromptLength != "" && !ok {
 		return badRequest("prompt_length=%q is not one of %s", f.PromptLength, strings.Join(promptLengthLabels(), ", "))
+	}
+	if _, ok := analysis.SortColumns[f.Sort]; f.Sort != "" && !ok {
+		return badRequest("sort=%q is not one of %s", f.Sort, strings.Join(slices.Sorted(maps.Keys(analysis.SortColumns)), ", "))
 	}
 	return nil
 }
