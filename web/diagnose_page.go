@@ -716,13 +716,13 @@ func componentRows(d diagnose.Diagnosis) []views.PartRow {
 				cr.Direction = "unknown"
 			}
 			cr.DirectionWords = directionWords(cr.Direction)
-			// A part only one side has (a cold start's wait, a first
-			// self-hosted model) has no p95 to set against, and the
-			// comparison over every request may not move: 2 % of requests
-			// held 26 s leave the p95 of all at 0, which read "no change"
-			// beside a 26 s p95.
-			// The cold-start wait's row shows the held requests only, so
-			// it is judged on those, not on the p95 of every request.
+			// The comparison judges the p95 of every request, which need
+			// not move where the row's figures do: 2 % of requests held
+			// 26 s leave the p95 of all at 0, and read "no change" beside
+			// a 26 s p95. The cold-start wait's row shows the held
+			// requests, so it is judged on theirs; a part only one side
+			// has (a cold start's wait, a first self-hosted model) has no
+			// p95 to set against and is new or gone.
 			switch {
 			case r.key == diagnose.ComponentColdStartWait && st.P95 != nil && st.BaselineP95 != nil:
 				cr.Direction = diagnose.ComponentDirection(r.key, *st.BaselineP95, *st.P95)
@@ -750,12 +750,15 @@ func directionWords(dir string) string {
 	return "no data"
 }
 
+// bubbleParams are the requests list's parameters for bubble-up keys.
+var bubbleParams = map[string]string{diagnose.KeyInstance: "instance", diagnose.KeyModel: "model", diagnose.KeyTenant: "tenant",
+	diagnose.KeyRoute: "route", diagnose.KeyPromptLength: "prompt_length", diagnose.KeyColdStart: "cold_start"}
+
 // bubbleHref lists the window's slow requests holding an attribution's
 // value (slow: the query of them all), "" for a value the requests list
 // cannot filter by (a raw span attribute, not a cold start).
 func bubbleHref(slow url.Values, b diagnose.Attribution) string {
-	param := map[string]string{diagnose.KeyInstance: "instance", diagnose.KeyModel: "model", diagnose.KeyTenant: "tenant",
-		diagnose.KeyRoute: "route", diagnose.KeyPromptLength: "prompt_length", diagnose.KeyColdStart: "cold_start"}[b.Key]
+	param := bubbleParams[b.Key]
 	if param == "" || (b.Key == diagnose.KeyColdStart && b.Value != "true") {
 		return ""
 	}

@@ -280,7 +280,7 @@ func requestsResults(q requestsQuery, reqs []telemetry.LLMRequest, count analysi
 	} else {
 		r.Empty = "No LLM requests in " + strings.ToLower(q.rng.label()[:1]) + q.rng.label()[1:] + ". Pick a longer range, or send traces (see Settings → Send data)."
 	}
-	if q.filter.Slow {
+	if f.Slow {
 		of := "the range's requests"
 		switch {
 		case f.Service != "" && f.Model != "":
