@@ -46,17 +46,17 @@ type RequestFilter struct {
 	TraceID   string
 	ColdStart bool // only cold starts
 	Slow      bool // only requests above the TTFT p90 of the window's requests of Service and Model
+	Sort      string
+	Desc      bool
+	Limit     int
+	Offset    int
+	// NoTotal skips counting every match (the count is returned as -1):
+	// a "slowest requests" panel does not page.
+	NoTotal bool
 	// Tenant, Route and PromptLength (a diagnose.PromptLengths label) are
 	// what bubble-up ranks beside instance and model: a diagnosis links
 	// each value it names to its requests.
 	Tenant, Route, PromptLength string
-	Sort                        string
-	Desc                        bool
-	Limit                       int
-	Offset                      int
-	// NoTotal skips counting every match (the count is returned as -1):
-	// a "slowest requests" panel does not page.
-	NoTotal bool
 }
 
 // SortColumns are the columns requests can be sorted by.

@@ -186,9 +186,10 @@ func componentNoise(name string) float64 {
 }
 
 // ComponentDirection judges a component's p95 going from before to after
-// (ms) as Compare does: better, worse or same. For a figure Compare reads
-// over other requests than a page shows (the cold-start wait: over every
-// request there, over the held ones on the diagnosis page).
+// (ms) as Compare does: better, worse or same. Pages judge with it a
+// figure they show over other requests than Compare reads: the diagnosis
+// page's cold-start wait is over the held requests, Compare's over every
+// request.
 func ComponentDirection(name string, before, after float64) string {
 	return direction(before, after, componentNoise(name), false)
 }
