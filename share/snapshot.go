@@ -93,11 +93,11 @@ func (s Snapshot) Description() string {
 			parts = append(parts, fmt.Sprintf("%d. %s", e.N, e.Text))
 		}
 		if len(parts) == 0 {
-			parts = append(parts, fmt.Sprintf("%d requests diagnosed.", s.Diagnose.Diagnosis.Requests))
+			parts = append(parts, diagnose.Plural(s.Diagnose.Diagnosis.Requests, "request")+" diagnosed.")
 		}
 	case s.Compare != nil:
 		c := s.Compare.Comparison
-		parts = append(parts, fmt.Sprintf("%d requests before, %d after.", c.BeforeRequests, c.AfterRequests))
+		parts = append(parts, fmt.Sprintf("%s before, %d after.", diagnose.Plural(c.BeforeRequests, "request"), c.AfterRequests))
 		if len(c.Worse) > 0 {
 			parts = append(parts, "Worse: "+MetricLabel(strings.Join(c.Worse, ", "))+".")
 		}
@@ -113,7 +113,7 @@ func (s Snapshot) Description() string {
 				services = append(services, sp.Service)
 			}
 		}
-		parts = append(parts, fmt.Sprintf("%d spans across %s.", len(s.Trace.Spans), strings.Join(services, ", ")))
+		parts = append(parts, fmt.Sprintf("%s across %s.", diagnose.Plural(len(s.Trace.Spans), "span"), strings.Join(services, ", ")))
 		for _, r := range s.Trace.Requests {
 			if r.TTFT != nil && r.Queue != nil && r.Prefill != nil {
 				parts = append(parts, fmt.Sprintf("%s: TTFT %s (queue %s, prefill %s).", r.Model, diagnose.FormatMs(*r.TTFT), diagnose.FormatMs(*r.Queue), diagnose.FormatMs(*r.Prefill)))

@@ -370,7 +370,7 @@ func (a *analysis) healthy() (float64, string) {
 			case g.noise != "":
 				why = g.noise
 			case g.grewBySize:
-				why = fmt.Sprintf("within the sampling error of a p95 over %s", plural(g.winSum.N, "request"))
+				why = fmt.Sprintf("within the sampling error of a p95 over %s", Plural(g.winSum.N, "request"))
 			}
 			a.add(fmt.Sprintf("%s p95 %s → %s, p99 %s → %s: %s.",
 				g.label, fmtMs(b), fmtMs(w), fmtMs(g.baseSum.P99), fmtMs(g.winSum.P99), why),
@@ -433,13 +433,13 @@ func (a *analysis) headlineEvidence(g *group) {
 	case modeRegression:
 		a.add(fmt.Sprintf("%s p95 %s → %s, p99 %s → %s; the %s (%s p90 %s) average %s vs %s for the baseline's slow requests.",
 			g.label, fmtMs(g.baseSum.P95), fmtMs(g.winSum.P95), fmtMs(g.baseSum.P99), fmtMs(g.winSum.P99),
-			plural(n, "slow request"), g.above(), fmtMs(g.p90), fmtMs(g.slowMean), fmtMs(g.ref)),
+			Plural(n, "slow request"), g.above(), fmtMs(g.p90), fmtMs(g.slowMean), fmtMs(g.ref)),
 			figures("baseline_p95_ms", g.baseSum.P95, "p95_ms", g.winSum.P95, "baseline_p99_ms", g.baseSum.P99,
 				"p99_ms", g.winSum.P99, "p90_ms", g.p90, "slow_requests", float64(n),
 				"slow_mean_ms", g.slowMean, "baseline_slow_mean_ms", g.ref))
 	case modeSelf:
 		a.add(fmt.Sprintf("%s: judged against the window itself. %s p50 %s, p95 %s, p99 %s; the %s (%s p90 %s) average %s vs %s for the rest.",
-			capitalize(a.baselineLack()), g.label, fmtMs(g.winSum.P50), fmtMs(g.winSum.P95), fmtMs(g.winSum.P99), plural(n, "slow request"), g.above(), fmtMs(g.p90), fmtMs(g.slowMean), fmtMs(g.ref)),
+			capitalize(a.baselineLack()), g.label, fmtMs(g.winSum.P50), fmtMs(g.winSum.P95), fmtMs(g.winSum.P99), Plural(n, "slow request"), g.above(), fmtMs(g.p90), fmtMs(g.slowMean), fmtMs(g.ref)),
 			figures("p50_ms", g.winSum.P50, "p95_ms", g.winSum.P95, "p99_ms", g.winSum.P99, "p90_ms", g.p90,
 				"slow_requests", float64(n), "slow_mean_ms", g.slowMean, "rest_mean_ms", g.ref))
 	case modeSLO:
@@ -685,7 +685,7 @@ func (a *analysis) corroborateQueueing(g *group) {
 		}
 	}
 	if !math.IsNaN(waitMax) {
-		text := fmt.Sprintf("%s requests waiting at peak", fmtCount(waitMax))
+		text := fmt.Sprintf("%s waiting at peak", gaugeNoun(waitMax, "request"))
 		figs := figures("waiting_max", waitMax)
 		if bm := gaugeMax(a.metricsBase, MetricRequestsWaiting); !math.IsNaN(bm) {
 			text += fmt.Sprintf(" (baseline max %s)", fmtCount(bm))
@@ -828,7 +828,11 @@ func (a *analysis) corroborateColdStart(g *group) {
 	if slowCold > 0 || wait.N > 0 {
 		text := fmt.Sprintf("%s of slow requests were cold starts, %s of fast ones", fmtPct(slowCold), fmtPct(fastCold))
 		if wait.N > 0 {
-			text += fmt.Sprintf("; %d requests were held, cold-start wait p95 %s", wait.N, fmtMs(wait.P95))
+			verb := "were"
+			if wait.N == 1 {
+				verb = "was"
+			}
+			text += fmt.Sprintf("; %s %s held, cold-start wait p95 %s", Plural(wait.N, "request"), verb, fmtMs(wait.P95))
 		}
 		a.add(text+".", figures("slow_cold_share", slowCold, "fast_cold_share", fastCold,
 			"held_requests", float64(wait.N), "cold_start_wait_p95_ms", wait.P95))
@@ -860,7 +864,7 @@ func (a *analysis) corroborateDecode(g *group) {
 	runMax, runBase := gaugeMax(a.metricsWin, MetricRequestsRunning), gaugeMax(a.metricsBase, MetricRequestsRunning)
 	memoryBound := false
 	if !math.IsNaN(runMax) {
-		text := fmt.Sprintf("Up to %s requests running", fmtCount(runMax))
+		text := fmt.Sprintf("Up to %s running", gaugeNoun(runMax, "request"))
 		if !math.IsNaN(runBase) {
 			text += fmt.Sprintf(" (baseline max %s)", fmtCount(runBase))
 		}
@@ -1105,17 +1109,26 @@ func firstN(xs []string, n int) []string {
 // or "only 4 baseline requests".
 func (a *analysis) baselineLack() string {
 	if n := len(a.in.BaselineRequests); n > 0 {
-		return fmt.Sprintf("only %s", plural(n, "baseline request"))
+		return fmt.Sprintf("only %s", Plural(n, "baseline request"))
 	}
 	return "no baseline requests"
 }
 
-// plural writes "1 slow request", "7 slow requests".
-func plural(n int, noun string) string {
+// Plural writes "1 slow request", "7 slow requests".
+func Plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// gaugeNoun writes a gauge's count with its noun: "1 request", "39
+// requests", "2.5 requests" (a gauge averaged over scrapes).
+func gaugeNoun(x float64, noun string) string {
+	if x == 1 {
+		return "1 " + noun
+	}
+	return fmtCount(x) + " " + noun + "s"
 }
 
 // above says how the slow set relates to the p90: "above", or "at or

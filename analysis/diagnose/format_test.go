@@ -40,3 +40,19 @@ func TestFormat(t *testing.T) {
 		}
 	}
 }
+
+// Counts in evidence and snapshot texts take the noun's right number.
+func TestCountNouns(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{Plural(1, "request"), "1 request"},
+		{Plural(0, "span"), "0 spans"},
+		{Plural(24, "request"), "24 requests"},
+		{gaugeNoun(1, "request"), "1 request"},
+		{gaugeNoun(39, "request"), "39 requests"},
+		{gaugeNoun(2.5, "request"), "2.5 requests"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%q, want %q", c.got, c.want)
+		}
+	}
+}
