@@ -73,9 +73,8 @@ func loadChdb() error {
 		}
 		// The jemalloc linked into libchdb reads JE_MALLOC_CONF here, once;
 		// operators set it (docs/operations.md → Memory). Tokenpath sets no
-		// default: with dirty_decay_ms:2500 set for every process, a CI run's
-		// analysis tests died of a segmentation fault inside the engine,
-		// which no earlier run had (not yet understood; see README).
+		// default.
+		goSignalHandlers.save()
 		lib, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 		if err != nil {
 			chdbErr = fmt.Errorf("load %s: %w", path, err)
@@ -110,6 +109,7 @@ func openChdb(args []string) (*chdbConn, error) {
 		argv = append(argv, &b[0])
 	}
 	h := chdbConnect(len(argv), argv)
+	goSignalHandlers.restore() // see signals.go
 	if h == nil {
 		return nil, errors.New("chdb_connect returned no connection (see the engine log above)")
 	}
