@@ -161,19 +161,12 @@ func PrintDiagnosis(w io.Writer, d diagnose.Diagnosis, service string) {
 	tw.Flush()
 }
 
-// ms formats a duration in milliseconds for a terminal.
+// ms formats a duration in milliseconds as the pages and evidence do.
 func ms(v *float64) string {
 	if v == nil {
 		return "—"
 	}
-	switch x := *v; {
-	case x >= 1000:
-		return fmt.Sprintf("%.2f s", x/1000)
-	case x >= 10:
-		return fmt.Sprintf("%.0f ms", x)
-	default:
-		return fmt.Sprintf("%.1f ms", x)
-	}
+	return diagnose.FormatMs(*v)
 }
 
 func firstNonEmpty(v ...string) string {

@@ -105,3 +105,21 @@ func TestPrintDiagnosisSays(t *testing.T) {
 		t.Errorf("complete header lacks %q:\n%s", want, b.String())
 	}
 }
+
+// The parts table prints latencies as the pages do: "30.3 s", not "30.26 s".
+func TestPrintDiagnosisLatencies(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	var b strings.Builder
+	cli.PrintDiagnosis(&b, diagnose.Diagnosis{Verdict: diagnose.VerdictQueueing, Requests: 10, Components: map[string]diagnose.ComponentStats{
+		"queue": {Count: 10, P50: f(850.4), P95: f(30260), P99: f(1254), BaselineP95: f(4.04)},
+	}}, "chat")
+	var row string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "queue") {
+			row = l
+		}
+	}
+	if got := strings.Fields(row); strings.Join(got, " ") != "queue 850 ms 30.3 s 1.25 s 4 ms" {
+		t.Errorf("queue row = %q, want its cells 850 ms, 30.3 s, 1.25 s and 4 ms", row)
+	}
+}
