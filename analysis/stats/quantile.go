@@ -141,6 +141,22 @@ func Share(part, whole int) float64 {
 	return float64(part) / float64(whole)
 }
 
+// TwoProportionZ is the z statistic of the difference between the shares
+// a/n1 and b/n2, with the pooled share's standard error: how many standard
+// errors a/n1 lies above b/n2. It is 0 when either group is empty or the
+// pooled share is 0 or 1 (no spread to measure against).
+func TwoProportionZ(a, n1, b, n2 int) float64 {
+	if n1 == 0 || n2 == 0 {
+		return 0
+	}
+	p := float64(a+b) / float64(n1+n2)
+	se := math.Sqrt(p * (1 - p) * (1/float64(n1) + 1/float64(n2)))
+	if se == 0 {
+		return 0
+	}
+	return (float64(a)/float64(n1) - float64(b)/float64(n2)) / se
+}
+
 // Shares turns counts into shares of their total (all 0 when the total is 0).
 func Shares[K comparable](counts map[K]int) map[K]float64 {
 	total := 0

@@ -258,3 +258,18 @@ func TestSortedReadsMany(t *testing.T) {
 		t.Errorf("median %v summary %+v", s.Quantile(0.5), s.Summary())
 	}
 }
+
+func TestTwoProportionZ(t *testing.T) {
+	// 30 % against 10 % of 100 each: pooled 20 %, se = sqrt(.2·.8·.02).
+	if z := TwoProportionZ(30, 100, 10, 100); !near(z, 0.2/math.Sqrt(0.2*0.8*0.02), 1e-12) {
+		t.Errorf("z = %v", z)
+	}
+	if z := TwoProportionZ(10, 100, 30, 100); z >= 0 {
+		t.Errorf("a smaller share gave z = %v, want negative", z)
+	}
+	for _, c := range [][4]int{{0, 0, 5, 10}, {5, 10, 0, 0}, {0, 10, 0, 10}, {10, 10, 10, 10}} {
+		if z := TwoProportionZ(c[0], c[1], c[2], c[3]); z != 0 {
+			t.Errorf("TwoProportionZ%v = %v, want 0", c, z)
+		}
+	}
+}
