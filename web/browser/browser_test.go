@@ -9,6 +9,7 @@ package browser_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -308,6 +309,22 @@ func (s *suite) testRequests(t *testing.T) {
 		// "rag-chat → vllm-llama": the caller, then the server.
 		if svc != "rag-chat" && !strings.HasPrefix(svc, "rag-chat →") {
 			t.Errorf("service filter rag-chat shows service %q", svc)
+		}
+	}
+	// The filter fields line up: every row starts at the form's left
+	// edge, and typed and chosen fields stand the same height.
+	fields := eval[[][]float64](tb, `[...document.querySelectorAll("form.filters .field")].map(f => { const r = f.getBoundingClientRect(), c = f.querySelector("input, select").getBoundingClientRect(); return [r.left, r.top, c.height]; })`)
+	if len(fields) < 6 {
+		t.Fatalf("%d filter fields, want 6", len(fields))
+	}
+	formLeft := eval[float64](tb, `(f => f.getBoundingClientRect().left + parseFloat(getComputedStyle(f).paddingLeft))(document.querySelector("form.filters"))`)
+	for i, f := range fields {
+		newRow := i == 0 || f[1] > fields[i-1][1]+1
+		if newRow && math.Abs(f[0]-formLeft) > 1 {
+			t.Errorf("filter field %d starts a row at x = %.0f, the form's content at %.0f", i, f[0], formLeft)
+		}
+		if math.Abs(f[2]-fields[0][2]) > 1 {
+			t.Errorf("filter field %d is %.0f px high, the first %.0f", i, f[2], fields[0][2])
 		}
 	}
 	s.screenshot(tb, "requests")
