@@ -271,6 +271,13 @@ func diagnoseView(data *share.DiagnoseData, live bool) views.DiagnoseView {
 	if !p.Baseline.IsZero() {
 		how = "chosen"
 	}
+	if from := d.BaselineDataFrom; from != nil {
+		// Say why the baseline holds few requests: data starts inside it.
+		how += "; its requests start at " + views.HumanClock(*from)
+		if from.Format("2006-01-02") != base.From.UTC().Format("2006-01-02") {
+			how += " on " + from.Format("2 Jan")
+		}
+	}
 	v.BaselineText = "Baseline: " + views.HumanRange(base.From, base.To) + " (" + how + ")"
 
 	v.CountsText = fmt.Sprintf("%s in the window, %s in the baseline", countNoun(d.Requests, "request"), countNoun(d.BaselineRequests, "request"))

@@ -91,3 +91,20 @@ func TestComponentRowsPartOnOneSide(t *testing.T) {
 		}
 	}
 }
+
+// A baseline whose requests start late in it says where they start: the
+// demo's first hour diagnosed against a 3 h baseline with 2 min of data.
+func TestDiagnoseViewSaysWhereBaselineDataStarts(t *testing.T) {
+	w := diagnose.Range{From: time.Date(2026, 12, 5, 10, 26, 0, 0, time.UTC), To: time.Date(2026, 12, 5, 11, 26, 0, 0, time.UTC)}
+	from := time.Date(2026, 12, 5, 10, 24, 12, 0, time.UTC)
+	data := &share.DiagnoseData{Params: share.DiagnoseParams{Window: w},
+		Diagnosis: diagnose.Diagnosis{Window: w, Baseline: diagnose.DefaultBaseline(w), Requests: 7707, BaselineRequests: 240,
+			BaselineDataFrom: &from, Verdict: diagnose.VerdictQueueing}}
+	if got, want := diagnoseView(data, true).BaselineText, "(the 3 h before; its requests start at 10:24:12)"; !strings.HasSuffix(got, want) {
+		t.Errorf("baseline text %q, want it to end %q", got, want)
+	}
+	data.Diagnosis.BaselineDataFrom = nil
+	if got := diagnoseView(data, true).BaselineText; strings.Contains(got, "start") {
+		t.Errorf("a full baseline's text says where requests start: %q", got)
+	}
+}

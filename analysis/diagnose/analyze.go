@@ -137,6 +137,7 @@ func Diagnose(in Input) Diagnosis {
 		BaselineRequests:  orLen(in.BaselineTotal, len(in.BaselineRequests)),
 		AnalyzedRequests:  len(in.Requests),
 		RequestsEstimated: in.TotalsEstimated,
+		BaselineDataFrom:  lateFirstStart(in.BaselineRequests, in.Baseline),
 	}
 	d.Answers = Answers{
 		Workload: workload,
@@ -954,6 +955,25 @@ func (a *analysis) corroborateProvider(g *group) {
 		who = "the managed API"
 	}
 	a.cause = "the provider (" + who + ") got slower to its first token while prompt sizes did not change"
+}
+
+// lateFirstStart is the first request's start when it lies more than a
+// tenth of the way into r; nil otherwise, and without requests.
+func lateFirstStart(reqs []telemetry.LLMRequest, r Range) *time.Time {
+	if len(reqs) == 0 {
+		return nil
+	}
+	first := reqs[0].Start
+	for i := range reqs {
+		if reqs[i].Start.Before(first) {
+			first = reqs[i].Start
+		}
+	}
+	if first.Sub(r.From) <= r.Duration()/10 {
+		return nil
+	}
+	first = first.UTC()
+	return &first
 }
 
 // bubbleUpFor runs bubble-up over a headline's slow requests.

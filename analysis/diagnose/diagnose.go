@@ -179,6 +179,11 @@ type Diagnosis struct {
 	BucketSeconds    float64 `json:"bucket_seconds"`
 	Requests         int     `json:"requests"`
 	BaselineRequests int     `json:"baseline_requests"`
+	// BaselineDataFrom is the first baseline request's start when it comes
+	// more than a tenth of the way into the baseline, which then holds
+	// requests for only part of its range: a new service, or data younger
+	// than the baseline. Read from the sample when the baseline is sampled.
+	BaselineDataFrom *time.Time `json:"baseline_data_from,omitempty"`
 	// AnalyzedRequests is how many of the window's requests the figures
 	// were computed from: fewer than Requests when the window was sampled.
 	AnalyzedRequests int `json:"analyzed_requests"`

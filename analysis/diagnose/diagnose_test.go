@@ -576,3 +576,30 @@ func TestTooFewBaselineRequests(t *testing.T) {
 		t.Errorf("baseline requests %d, compare %v", d.BaselineRequests, d.Answers.Compare)
 	}
 }
+
+// The diagnosis says where a baseline's requests start when data begins
+// well inside it, and nothing when the baseline is full.
+func TestBaselineDataFrom(t *testing.T) {
+	w := newWorld(21)
+	in := w.input()
+	if d := Diagnose(in); d.BaselineDataFrom != nil {
+		t.Errorf("a full baseline gave baseline_data_from %v", d.BaselineDataFrom)
+	}
+	// Keep the baseline's last fifth only.
+	cut := in.Baseline.To.Add(-in.Baseline.Duration() / 5)
+	var late []telemetry.LLMRequest
+	first := in.Baseline.To
+	for _, r := range in.BaselineRequests {
+		if !r.Start.Before(cut) {
+			late = append(late, r)
+			if r.Start.Before(first) {
+				first = r.Start
+			}
+		}
+	}
+	in.BaselineRequests = late
+	d := Diagnose(in)
+	if d.BaselineDataFrom == nil || !d.BaselineDataFrom.Equal(first) {
+		t.Errorf("baseline_data_from %v, want %v", d.BaselineDataFrom, first)
+	}
+}
