@@ -376,9 +376,9 @@ func bundled(q *telemetry.LLMRequest) bool {
 // requestDetailPage shows one trace: waterfall, component tables, span
 // attributes.
 func (s *Server) requestDetailPage(c echo.Context) error {
-	id := strings.ToLower(c.Param("trace"))
-	if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
-		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("%q is not a trace id: trace ids are 32 hexadecimal characters.", c.Param("trace")))
+	id, ok := traceID(c.Param("trace"))
+	if !ok || len(c.Param("trace")) != 32 {
+		return echo.NewHTTPError(http.StatusNotFound, notATraceID(c.Param("trace")))
 	}
 	spans, reqs, err := s.deps.Queries.Trace(c.Request().Context(), projectOf(c), id)
 	if err != nil {
@@ -394,6 +394,35 @@ func (s *Server) requestDetailPage(c echo.Context) error {
 	v := traceDetailView(id, spans, reqs, time.Now().UTC())
 	v.Page = s.page(c, "Trace "+id[:8]+"…", "requests")
 	return render(c, http.StatusOK, views.RequestDetail(v))
+}
+
+// openTrace answers the header's trace ID box: it sends the browser to
+// the trace's page, or says what a trace ID looks like.
+func (s *Server) openTrace(c echo.Context) error {
+	raw := c.QueryParam("id")
+	id, ok := traceID(raw)
+	if !ok {
+		return badRequest("%s", notATraceID(raw))
+	}
+	return c.Redirect(http.StatusSeeOther, "/requests/"+id)
+}
+
+// traceID reads a trace ID as people paste it: any case, spaces around,
+// and the 16 hex digits of a 64-bit Jaeger or Zipkin ID, which OTLP pads
+// with zeros to 32.
+func traceID(raw string) (string, bool) {
+	id := strings.ToLower(strings.TrimSpace(raw))
+	if len(id) == 16 {
+		id = strings.Repeat("0", 16) + id
+	}
+	if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" || id == strings.Repeat("0", 32) {
+		return "", false
+	}
+	return id, true
+}
+
+func notATraceID(raw string) string {
+	return fmt.Sprintf("%q is not a trace ID: a trace ID is 32 hexadecimal digits (or 16, for a 64-bit one), like 4bf92f3577b34da6a3ce929d0e0e4736.", raw)
 }
 
 // traceDetailView lays a trace out: spans in tree order on one time line, the

@@ -11,6 +11,7 @@ func (s *Server) pageRoutes(g *echo.Group) {
 	g.GET("/", s.overviewPage)
 	g.GET("/requests", s.requestsPage)
 	g.GET("/requests/:trace", s.requestDetailPage)
+	g.GET("/trace", s.openTrace) // the header's trace ID box
 	g.GET("/settings", s.settingsPage)
 	g.POST("/settings/keys", s.createKey)
 	g.POST("/settings/keys/:id/revoke", s.revokeKey)

@@ -393,7 +393,10 @@ func (s *suite) testRequestDetail(t *testing.T) {
 		t.Fatalf("no rag-chat request with a TTFT in the KV window")
 	}
 	tb := s.loggedInTab(t)
-	tb.open("/requests/" + slow.TraceID)
+	// The header's trace ID box opens it, pasted in capitals.
+	tb.open("/requests")
+	tb.do(chromedp.SendKeys("#trace-lookup", " "+strings.ToUpper(slow.TraceID)), chromedp.Submit("#trace-lookup"))
+	tb.waitJS("the trace ID box opens the trace", `location.pathname === "/requests/`+slow.TraceID+`"`)
 	tb.do(chromedp.WaitVisible(chromedp.CSS("table.waterfall-table")))
 	if got := tb.text("h1 .trace-id"); got != slow.TraceID {
 		t.Errorf("trace heading %q, want %s", got, slow.TraceID)
