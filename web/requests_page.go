@@ -29,22 +29,23 @@ var requestColumns = []struct {
 	Label, Title, Sort string
 	Num                bool
 	Quiet              bool // the label is for screen readers only (views.SortColumn)
+	Hide               string
 }{
-	{"Time", "Start of the LLM call (UTC)", "start", false, false},
-	{"Service", "Calling service", "", false, false},
-	{"Model", "", "", false, false},
-	{"Instance", "Inference instance that served it", "", false, false},
-	{"Pre-inf.", "Pre-inference: app work before the model call (retrieval, tools)", "pre_inference", true, false},
-	{"Queue", "Wait in the inference server's queue", "queue", true, false},
-	{"Prefill", "Reading the prompt", "prefill", true, false},
-	{"Network", "Client TTFT − server TTFT, both directions", "network", true, false},
-	{"Decode", "Writing the answer, first token to last", "decode", true, false},
-	{"TTFT", "Time to first token", "ttft", true, false},
-	{"E2E", "End to end, as the client saw it", "e2e", true, false},
-	{"ITL", "Inter-token latency (decode / (output tokens − 1))", "itl", true, false},
-	{"In tok.", "Input tokens", "input_tokens", true, false},
-	{"Out tok.", "Output tokens", "output_tokens", true, false},
-	{"Flags", "", "", false, true}, // its tags say what they are
+	{"Time", "Start of the LLM call (UTC)", "start", false, false, ""},
+	{"Service", "Calling service", "", false, false, ""},
+	{"Model", "", "", false, false, views.HideBelowMedium},
+	{"Instance", "Inference instance that served it", "", false, false, views.HideBelowSmall},
+	{"Pre-inf.", "Pre-inference: app work before the model call (retrieval, tools)", "pre_inference", true, false, views.HideBelowMedium},
+	{"Queue", "Wait in the inference server's queue", "queue", true, false, ""},
+	{"Prefill", "Reading the prompt", "prefill", true, false, ""},
+	{"Network", "Client TTFT − server TTFT, both directions", "network", true, false, ""},
+	{"Decode", "Writing the answer, first token to last", "decode", true, false, ""},
+	{"TTFT", "Time to first token", "ttft", true, false, ""},
+	{"E2E", "End to end, as the client saw it", "e2e", true, false, views.HideBelowMedium},
+	{"ITL", "Inter-token latency (decode / (output tokens − 1))", "itl", true, false, views.HideBelowLarge},
+	{"In tok.", "Input tokens", "input_tokens", true, false, views.HideBelowLarge},
+	{"Out tok.", "Output tokens", "output_tokens", true, false, views.HideBelowLarge},
+	{"Flags", "", "", false, true, ""}, // its tags say what they are
 }
 
 // requestsQuery is the requests page's state as read from the URL.
@@ -225,7 +226,7 @@ func requestsResults(q requestsQuery, reqs []telemetry.LLMRequest, count analysi
 		current = "start"
 	}
 	for _, col := range requestColumns {
-		sc := views.SortColumn{Label: col.Label, Title: col.Title, Num: col.Num, Quiet: col.Quiet}
+		sc := views.SortColumn{Label: col.Label, Title: col.Title, Num: col.Num, Quiet: col.Quiet, Hide: col.Hide}
 		if col.Sort != "" {
 			v := url.Values{}
 			for k, x := range base {

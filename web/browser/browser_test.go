@@ -330,13 +330,35 @@ func (s *suite) testRequests(t *testing.T) {
 	s.screenshot(tb, "requests")
 	tb.checkClean()
 
-	// At 1280 px the whole row shows, a cold start's tag included: the
-	// table needs no scrolling.
-	tb.open("/requests?" + url.Values{"cold_start": {"true"}, "from": {rfc(s.data.cold.From)}, "to": {rfc(s.data.cold.To)}}.Encode())
-	tb.do(chromedp.WaitVisible(chromedp.CSS("table.requests tbody tr td.flags .tag-cold")))
-	if w := eval[[]float64](tb, `(e => [e.scrollWidth, e.clientWidth])(document.querySelector("table.requests").closest(".table-wrap"))`); w[0] > w[1]+1 {
-		t.Errorf("requests with a cold start's tag at %d px: the table is %v px wide in %v px", viewportWidth, w[0], w[1])
+	// At 1280 px the whole row shows, a cold start's tag included; on
+	// narrower screens secondary columns give way. At every width down to
+	// 720 px the table needs no scrolling, TTFT shows, and every row's
+	// cells (a managed API's "bundled in TTFT" spans three) fill the
+	// headers shown, no more, no less.
+	cold := "/requests?" + url.Values{"cold_start": {"true"}, "from": {rfc(s.data.cold.From)}, "to": {rfc(s.data.cold.To)}}.Encode()
+	mixed := "/requests?" + url.Values{"from": {rfc(s.data.from)}, "to": {rfc(s.data.to)}}.Encode()
+	for _, w := range []int64{viewportWidth, 1100, 800, 720} {
+		tb.do(chromedp.EmulateViewport(w, viewportHeight))
+		for _, page := range []struct{ path, row string }{{cold, "td.flags .tag-cold"}, {mixed, "td.bundled"}} {
+			tb.open(page.path)
+			tb.do(chromedp.WaitVisible(chromedp.CSS("table.requests tbody tr " + page.row)))
+			if sw := eval[[]float64](tb, `(e => [e.scrollWidth, e.clientWidth])(document.querySelector("table.requests").closest(".table-wrap"))`); sw[0] > sw[1]+1 {
+				t.Errorf("%s at %d px: the table is %v px wide in %v px", page.path, w, sw[0], sw[1])
+			}
+			shown := eval[[]string](tb, `[...document.querySelectorAll("table.requests thead th")].filter(th => th.offsetParent !== null).map(th => th.textContent.trim())`)
+			if !slices.ContainsFunc(shown, func(h string) bool { return strings.HasPrefix(h, "TTFT") }) {
+				t.Errorf("%s at %d px: the headers shown %q lack TTFT", page.path, w, shown)
+			}
+			spans := eval[[]float64](tb, `[...document.querySelectorAll("table.requests tbody tr")].map(tr => [...tr.cells].filter(td => td.offsetParent !== null || td.getClientRects().length > 0).reduce((n, td) => n + td.colSpan, 0))`)
+			for i, n := range spans {
+				if int(n) != len(shown) {
+					t.Errorf("%s at %d px: row %d spans %v columns under %d headers shown", page.path, w, i, n, len(shown))
+					break
+				}
+			}
+		}
 	}
+	tb.do(chromedp.EmulateViewport(viewportWidth, viewportHeight))
 	tb.checkClean()
 
 	// Sort by TTFT: the header link swaps the table in place (htmx).
