@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"runtime/debug"
 	"time"
 
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
@@ -85,7 +86,22 @@ func (r *Receiver) GRPCServerOptions() []grpc.ServerOption {
 		grpc.ConnectionTimeout(10 * time.Second),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute, Time: time.Minute, Timeout: 20 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.ChainUnaryInterceptor(r.recoverPanics),
 	}
+}
+
+// recoverPanics answers a panicking export with Internal instead of letting
+// it end the process and every other client's connection with it: gRPC
+// does not recover handlers, where net/http does for OTLP/HTTP. Internal
+// is not retryable in OTLP: an export that panicked would panic again.
+func (r *Receiver) recoverPanics(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.Log.Error("otlp export panicked", "method", info.FullMethod, "panic", p, "stack", string(debug.Stack()))
+			resp, err = nil, status.Errorf(codes.Internal, "the server failed on this export: %v", p)
+		}
+	}()
+	return handler(ctx, req)
 }
 
 func (r *Receiver) grpcProject(ctx context.Context, signal string) (uint32, error) {
