@@ -501,7 +501,7 @@ func diagnoseCharts(d diagnose.Diagnosis) []views.DiagChart {
 		parts.Head = append(parts.Head, cp.label+" p95")
 	}
 	for _, b := range d.Series {
-		row := []string{views.HumanClock(b.Start), views.HumanInt(b.Requests)}
+		row := []string{bucketClock(b.Start, d.BucketSeconds), views.HumanInt(b.Requests)}
 		for _, cp := range used {
 			row = append(row, msOrDash(b.P95, cp.key))
 		}
@@ -548,7 +548,7 @@ func diagnoseCharts(d diagnose.Diagnosis) []views.DiagChart {
 	ttft.TableCaption = "Table: TTFT, KV cache and waiting requests per " + per + " bucket"
 	ttft.Head = []string{"Bucket (UTC)", "Requests", "TTFT p50", "TTFT p99", "KV cache", "Waiting", "Running", "Replicas", "Cold starts"}
 	for _, b := range d.Series {
-		row := []string{views.HumanClock(b.Start), views.HumanInt(b.Requests), views.HumanMsPtr(b.TTFT.P50), views.HumanMsPtr(b.TTFT.P99),
+		row := []string{bucketClock(b.Start, d.BucketSeconds), views.HumanInt(b.Requests), views.HumanMsPtr(b.TTFT.P50), views.HumanMsPtr(b.TTFT.P99),
 			gaugePct(b.KVCacheUsage), gaugeCount(b.RequestsWaiting), gaugeCount(b.RequestsRunning), replicasText(b.Replicas), views.HumanInt(b.ColdStarts)}
 		ttft.Rows = append(ttft.Rows, row)
 	}
@@ -641,6 +641,15 @@ func shortInstance(name string) string {
 	return "…" + name[len(name)-8:]
 }
 
+// bucketClock names a bucket by its start: to the second when buckets
+// are shorter than a minute, so a table's rows read alike.
+func bucketClock(t time.Time, widthSeconds float64) string {
+	if widthSeconds < 60 {
+		return views.HumanClockSeconds(t)
+	}
+	return views.HumanClock(t)
+}
+
 // maxEventLines bounds the event list under the charts.
 const maxEventLines = 30
 
@@ -651,11 +660,11 @@ func eventLines(series []diagnose.Bucket) []string {
 			var line string
 			switch e.Kind {
 			case telemetry.EventScale:
-				line = fmt.Sprintf("%s — scaled %s → %s replicas", views.HumanClock(e.Time), replicasText(e.FromReplicas), replicasText(e.ToReplicas))
+				line = fmt.Sprintf("%s — scaled %s → %s replicas", views.HumanClockSeconds(e.Time), replicasText(e.FromReplicas), replicasText(e.ToReplicas))
 			case telemetry.EventInstanceStarted:
-				line = fmt.Sprintf("%s — instance %s started", views.HumanClock(e.Time), textOr(e.Instance, "(unnamed)"))
+				line = fmt.Sprintf("%s — instance %s started", views.HumanClockSeconds(e.Time), textOr(e.Instance, "(unnamed)"))
 			default:
-				line = fmt.Sprintf("%s — %s event", views.HumanClock(e.Time), e.Kind)
+				line = fmt.Sprintf("%s — %s event", views.HumanClockSeconds(e.Time), e.Kind)
 				if e.Instance != "" {
 					line += " on " + e.Instance
 				}

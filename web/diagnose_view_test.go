@@ -7,6 +7,7 @@ import (
 
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/share"
+	"github.com/tokenpath/tokenpath/telemetry"
 )
 
 // A sampled window says so next to its counts; a complete one does not.
@@ -106,5 +107,26 @@ func TestDiagnoseViewSaysWhereBaselineDataStarts(t *testing.T) {
 	data.Diagnosis.BaselineDataFrom = nil
 	if got := diagnoseView(data, true).BaselineText; strings.Contains(got, "start") {
 		t.Errorf("a full baseline's text says where requests start: %q", got)
+	}
+}
+
+// The event list under the charts gives every line its seconds, so an
+// event on the minute does not read "10:32" among "10:31:27" lines; a
+// bucket table does the same when its buckets are under a minute.
+func TestEventAndBucketTimesLineUp(t *testing.T) {
+	at := func(m, s int) time.Time { return time.Date(2026, 12, 5, 10, m, s, 0, time.UTC) }
+	three, one := int32(3), int32(1)
+	lines := eventLines([]diagnose.Bucket{{Start: at(31, 0), Events: []diagnose.EventMark{
+		{Time: at(31, 27), Kind: telemetry.EventScale, FromReplicas: &three, ToReplicas: &one},
+		{Time: at(32, 0), Kind: telemetry.EventInstanceStarted, Instance: "vllm-0"},
+	}}})
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "10:31:27 — scaled 3 → 1") || !strings.HasPrefix(lines[1], "10:32:00 — instance vllm-0") {
+		t.Errorf("event lines %q", lines)
+	}
+	if got := bucketClock(at(32, 0), 30); got != "10:32:00" {
+		t.Errorf("a 30 s bucket at 10:32 reads %q", got)
+	}
+	if got := bucketClock(at(32, 0), 60); got != "10:32" {
+		t.Errorf("a 1 min bucket at 10:32 reads %q", got)
 	}
 }

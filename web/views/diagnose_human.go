@@ -155,6 +155,10 @@ func HumanClock(t time.Time) string {
 	return t.Format("15:04")
 }
 
+// HumanClockSeconds formats a time of day to the second, "14:05:00"
+// included, for lists whose lines must line up.
+func HumanClockSeconds(t time.Time) string { return t.UTC().Format("15:04:05") }
+
 // HumanRange formats a window: "13:05–14:05 UTC, 2 Dec 2026", with both
 // dates when it spans days.
 func HumanRange(from, to time.Time) string {
