@@ -202,7 +202,7 @@ func TestRequestDetailPage(t *testing.T) {
 
 	for path, want := range map[string]string{
 		"/requests/0123456789abcdef0123456789abcdef": "There is no trace 0123456789abcdef0123456789abcdef in this project",
-		"/requests/not-a-trace":                      "is not a trace id",
+		"/requests/not-a-trace":                      "is not a trace ID",
 	} {
 		r := b.get(path)
 		if r.Code != http.StatusNotFound || !strings.Contains(r.Body, want) || !strings.Contains(r.Body, "<h1>Not found</h1>") {
