@@ -123,6 +123,10 @@ func PrintDiagnosis(w io.Writer, d diagnose.Diagnosis, service string) {
 		// Percentiles and evidence read a uniform sample of a busy window.
 		sample = fmt.Sprintf("; figures from a sample of %d", d.AnalyzedRequests)
 	}
+	if d.BaselineDataFrom != nil {
+		// A thin baseline: data starts well inside it.
+		sample += "; the baseline's requests start at " + d.BaselineDataFrom.UTC().Format("15:04:05")
+	}
 	fmt.Fprintf(w, "%s  %s → %s UTC  (%s%d requests, baseline %s%d%s)\n\n", title,
 		d.Window.From.UTC().Format("2006-01-02 15:04"), d.Window.To.UTC().Format("15:04"), about, d.Requests, about, d.BaselineRequests, sample)
 	fmt.Fprintf(w, "VERDICT  %s  (confidence %.0f %%)\n%s\n\n", strings.ToUpper(strings.ReplaceAll(string(d.Verdict), "_", " ")), d.Confidence*100, d.Summary)

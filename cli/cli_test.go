@@ -104,6 +104,13 @@ func TestPrintDiagnosisSays(t *testing.T) {
 	if want := "(900 requests, baseline 2700)"; !strings.Contains(b.String(), want) {
 		t.Errorf("complete header lacks %q:\n%s", want, b.String())
 	}
+	b.Reset()
+	late := w.From.Add(-5 * time.Minute)
+	cli.PrintDiagnosis(&b, diagnose.Diagnosis{Window: w, Requests: 900, BaselineRequests: 75, AnalyzedRequests: 900, BaselineDataFrom: &late,
+		Verdict: diagnose.VerdictHealthy}, "chat")
+	if want := "(900 requests, baseline 75; the baseline's requests start at 09:55:00)"; !strings.Contains(b.String(), want) {
+		t.Errorf("thin-baseline header lacks %q:\n%s", want, b.String())
+	}
 }
 
 // The parts table prints latencies as the pages do: "30.3 s", not "30.26 s".
