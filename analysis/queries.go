@@ -1209,7 +1209,7 @@ func (q *Queries) Compare(ctx context.Context, project uint32, a, b diagnose.Ran
 		return diagnose.Comparison{}, err
 	}
 	return diagnose.Compare(before.reqs, after.reqs, diagnose.CompareOptions{BeforeMetrics: gauges[1], AfterMetrics: gauges[0], Prices: prices,
-		BeforeTotal: before.sampledFrom, AfterTotal: after.sampledFrom, TotalsEstimated: before.estimated || after.estimated}), nil
+		BeforeTotal: before.sampledFrom, AfterTotal: after.sampledFrom, TotalsEstimated: before.estimated || after.estimated, Before: a, After: b}), nil
 }
 
 // Series returns the diagnosis time series for the window alone.

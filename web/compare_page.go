@@ -140,6 +140,13 @@ func compareView(data *share.CompareData, live bool) views.CompareView {
 	if c.RequestsEstimated {
 		v.BeforeCount, v.AfterCount = "before: about "+countNoun(c.BeforeRequests, "request"), "after: about "+countNoun(c.AfterRequests, "request")
 	}
+	// A side whose data starts inside its window says where.
+	if c.BeforeDataFrom != nil {
+		v.BeforeCount += " from " + views.HumanClockSeconds(*c.BeforeDataFrom)
+	}
+	if c.AfterDataFrom != nil {
+		v.AfterCount += " from " + views.HumanClockSeconds(*c.AfterDataFrom)
+	}
 	v.ErrorRates = "errors " + views.HumanPct(c.BeforeErrorRate) + " → " + views.HumanPct(c.AfterErrorRate)
 	dq := url.Values{}
 	if p.Service != "" {

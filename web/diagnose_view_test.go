@@ -130,3 +130,14 @@ func TestEventAndBucketTimesLineUp(t *testing.T) {
 		t.Errorf("a 1 min bucket at 10:32 reads %q", got)
 	}
 }
+
+// The compare page's counts say where a side's requests start when they
+// start well inside its window.
+func TestCompareViewSaysWhereDataStarts(t *testing.T) {
+	from := time.Date(2026, 12, 5, 10, 24, 12, 0, time.UTC)
+	data := &share.CompareData{Comparison: diagnose.Comparison{BeforeRequests: 765, AfterRequests: 7667, BeforeDataFrom: &from}}
+	v := compareView(data, true)
+	if v.BeforeCount != "before: 765 requests from 10:24:12" || v.AfterCount != "after: 7\u202f667 requests" {
+		t.Errorf("counts %q and %q", v.BeforeCount, v.AfterCount)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/tokenpath/tokenpath/analysis/stats"
 	"github.com/tokenpath/tokenpath/telemetry"
@@ -26,6 +27,9 @@ type CompareOptions struct {
 	BeforeTotal, AfterTotal int
 	// TotalsEstimated: a total was scaled up from its sample.
 	TotalsEstimated bool
+	// Before and After are the windows, when known: a side whose requests
+	// start well inside its window says so (Comparison.BeforeDataFrom).
+	Before, After Range
 }
 
 // Change is one figure before and after. Delta is after − before, Ratio is
@@ -53,9 +57,14 @@ type Comparison struct {
 	BeforeErrorRate   float64  `json:"before_error_rate"`
 	AfterErrorRate    float64  `json:"after_error_rate"`
 	Changes           []Change `json:"changes"`
-	Better            []string `json:"better"` // names that improved beyond noise
-	Worse             []string `json:"worse"`  // names that got worse beyond noise
-	Summary           string   `json:"summary"`
+	// BeforeDataFrom and AfterDataFrom are a side's first request when it
+	// starts more than a tenth of the way into its window (as
+	// Diagnosis.BaselineDataFrom).
+	BeforeDataFrom *time.Time `json:"before_data_from,omitempty"`
+	AfterDataFrom  *time.Time `json:"after_data_from,omitempty"`
+	Better         []string   `json:"better"` // names that improved beyond noise
+	Worse          []string   `json:"worse"`  // names that got worse beyond noise
+	Summary        string     `json:"summary"`
 }
 
 // metric is one comparable figure: its samples on each side and how to
@@ -123,6 +132,12 @@ func compare(bc, ac *columns, opt CompareOptions) Comparison {
 		BeforeRequests: orLen(opt.BeforeTotal, len(before)), AfterRequests: orLen(opt.AfterTotal, len(after)), RequestsEstimated: opt.TotalsEstimated,
 		BeforeErrorRate: errorRate(before), AfterErrorRate: errorRate(after),
 		Better: []string{}, Worse: []string{}, // [] in JSON when nothing moved
+	}
+	if !opt.Before.IsZero() {
+		c.BeforeDataFrom = lateFirstStart(before, opt.Before)
+	}
+	if !opt.After.IsZero() {
+		c.AfterDataFrom = lateFirstStart(after, opt.After)
 	}
 	var better, worse []string
 	for _, m := range ms {

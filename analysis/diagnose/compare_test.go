@@ -3,6 +3,8 @@ package diagnose
 import (
 	"strings"
 	"testing"
+
+	"github.com/tokenpath/tokenpath/telemetry"
 )
 
 func TestCompareWhatGotWorseElsewhere(t *testing.T) {
@@ -74,5 +76,30 @@ func TestDirection(t *testing.T) {
 		if got := direction(tc.before, tc.after, tc.minAbs, tc.higher); got != tc.want {
 			t.Errorf("direction(%v → %v) = %s, want %s", tc.before, tc.after, got, tc.want)
 		}
+	}
+}
+
+// A side whose requests start well inside its window says where; a full
+// side and a comparison without windows say nothing.
+func TestCompareSaysWhereDataStarts(t *testing.T) {
+	w := newWorld(62)
+	in := w.input()
+	cut := in.Baseline.From.Add(in.Baseline.Duration() / 2)
+	var late []telemetry.LLMRequest
+	first := in.Baseline.To
+	for _, r := range in.BaselineRequests {
+		if !r.Start.Before(cut) {
+			late = append(late, r)
+			if r.Start.Before(first) {
+				first = r.Start
+			}
+		}
+	}
+	c := Compare(late, in.Requests, CompareOptions{Before: in.Baseline, After: in.Window})
+	if c.BeforeDataFrom == nil || !c.BeforeDataFrom.Equal(first) || c.AfterDataFrom != nil {
+		t.Errorf("before_data_from %v (want %v), after_data_from %v (want none)", c.BeforeDataFrom, first, c.AfterDataFrom)
+	}
+	if c := Compare(late, in.Requests, CompareOptions{}); c.BeforeDataFrom != nil {
+		t.Errorf("without windows: before_data_from %v", c.BeforeDataFrom)
 	}
 }
