@@ -3,8 +3,6 @@ package diagnose
 import (
 	"strings"
 	"testing"
-
-	"github.com/tokenpath/tokenpath/telemetry"
 )
 
 func TestCompareWhatGotWorseElsewhere(t *testing.T) {
@@ -84,17 +82,7 @@ func TestDirection(t *testing.T) {
 func TestCompareSaysWhereDataStarts(t *testing.T) {
 	w := newWorld(62)
 	in := w.input()
-	cut := in.Baseline.From.Add(in.Baseline.Duration() / 2)
-	var late []telemetry.LLMRequest
-	first := in.Baseline.To
-	for _, r := range in.BaselineRequests {
-		if !r.Start.Before(cut) {
-			late = append(late, r)
-			if r.Start.Before(first) {
-				first = r.Start
-			}
-		}
-	}
+	late, first := startingAt(in.BaselineRequests, in.Baseline.From.Add(in.Baseline.Duration()/2))
 	c := Compare(late, in.Requests, CompareOptions{Before: in.Baseline, After: in.Window})
 	if c.BeforeDataFrom == nil || !c.BeforeDataFrom.Equal(first) || c.AfterDataFrom != nil {
 		t.Errorf("before_data_from %v (want %v), after_data_from %v (want none)", c.BeforeDataFrom, first, c.AfterDataFrom)

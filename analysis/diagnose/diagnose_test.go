@@ -586,20 +586,25 @@ func TestBaselineDataFrom(t *testing.T) {
 		t.Errorf("a full baseline gave baseline_data_from %v", d.BaselineDataFrom)
 	}
 	// Keep the baseline's last fifth only.
-	cut := in.Baseline.To.Add(-in.Baseline.Duration() / 5)
-	var late []telemetry.LLMRequest
-	first := in.Baseline.To
-	for _, r := range in.BaselineRequests {
-		if !r.Start.Before(cut) {
-			late = append(late, r)
-			if r.Start.Before(first) {
-				first = r.Start
-			}
-		}
-	}
+	late, first := startingAt(in.BaselineRequests, in.Baseline.To.Add(-in.Baseline.Duration()/5))
 	in.BaselineRequests = late
 	d := Diagnose(in)
 	if d.BaselineDataFrom == nil || !d.BaselineDataFrom.Equal(first) {
 		t.Errorf("baseline_data_from %v, want %v", d.BaselineDataFrom, first)
 	}
+}
+
+// startingAt keeps the requests that start at cut or later, and the
+// earliest start among them.
+func startingAt(reqs []telemetry.LLMRequest, cut time.Time) (kept []telemetry.LLMRequest, first time.Time) {
+	for _, r := range reqs {
+		if r.Start.Before(cut) {
+			continue
+		}
+		kept = append(kept, r)
+		if first.IsZero() || r.Start.Before(first) {
+			first = r.Start
+		}
+	}
+	return kept, first
 }
