@@ -49,12 +49,21 @@ func backgroundConns() int { return min(max(runtime.NumCPU(), 2), 4) }
 
 // engineArgs are the command-line settings the embedded engine starts with.
 func engineArgs(dir string) []string {
-	args := []string{"--path=" + dir}
+	args := []string{"--path=" + dir, "--merges_mutations_memory_usage_soft_limit=" + strconv.Itoa(mergeMemorySoftLimit)}
 	if limit := engineMemoryLimit(); limit > 0 {
 		args = append(args, "--memory_worker_purge_dirty_pages_threshold_ratio="+strconv.FormatFloat(purgeDirtyRatio(limit), 'g', 4, 64))
 	}
 	return args
 }
+
+// mergeMemorySoftLimit: while background merges hold more than this, the
+// engine starts no new one. A merge of the ~21 parts of spans that
+// merge_selector_base 25 gathers holds ~300 MiB however its block size is
+// set (a probe of BenchmarkMergeSpans' shape); two such merges at once
+// were 723 of a 1689 MiB RSS peak over 3 minutes of OTLP/HTTP at 94k
+// spans/s (session 23). With the limit, a second large merge waits for
+// the first.
+const mergeMemorySoftLimit = 256 << 20
 
 // dirtyPagesCap is how many freed pages the engine's allocator (jemalloc)
 // may keep before its memory worker purges them. Under full ingest,

@@ -86,6 +86,20 @@ func TestEmbeddedCapsDirtyPages(t *testing.T) {
 	}
 }
 
+// The engine starts no new merge while merges hold mergeMemorySoftLimit:
+// the setting it started with, read back.
+func TestEmbeddedCapsMergeMemory(t *testing.T) {
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+	r, err := s.Query(context.Background(), "SELECT toInt64(value) AS limit FROM system.server_settings WHERE name = 'merges_mutations_memory_usage_soft_limit'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Len() != 1 || r.Row(0).Int("limit") != mergeMemorySoftLimit {
+		t.Errorf("merges_mutations_memory_usage_soft_limit = %v, want %d", r.Rows, mergeMemorySoftLimit)
+	}
+}
+
 // Statements run side by side on the pool's connections: one answers (and
 // sees the other among the engine's running queries) while a long one is
 // still running.
