@@ -720,7 +720,7 @@ func SLOs(v SLOsView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 63, "</select></div><div class=\"field\"><label for=\"slo-threshold\">Threshold <span class=\"muted\">(ms, or tok/s for TPOT)</span></label> <input id=\"slo-threshold\" name=\"threshold\" type=\"number\" min=\"0\" step=\"any\" inputmode=\"decimal\" value=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 63, "</select></div><div class=\"field\"><label for=\"slo-threshold\">Threshold</label> <input id=\"slo-threshold\" name=\"threshold\" type=\"number\" min=\"0\" step=\"any\" inputmode=\"decimal\" value=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -733,7 +733,7 @@ func SLOs(v SLOsView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 64, "\" required></div><div class=\"field\"><label for=\"slo-window\">Window</label> <select id=\"slo-window\" name=\"window\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 64, "\" placeholder=\"in the metric's unit\" required></div><div class=\"field\"><label for=\"slo-window\">Window</label> <select id=\"slo-window\" name=\"window\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
