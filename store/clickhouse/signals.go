@@ -17,7 +17,7 @@ import (
 // an engine thread then gets Go's crash report, with its PC.
 
 // kernelSigaction is struct sigaction as the rt_sigaction system call
-// takes it on linux/amd64 and arm64.
+// takes it on linux/amd64, libchdb's platform.
 type kernelSigaction struct {
 	handler  uintptr
 	flags    uint64
