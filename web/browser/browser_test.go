@@ -726,14 +726,9 @@ func (s *suite) testResponsive(t *testing.T) {
 			wide := eval[string](tb, `[...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1 && !e.closest(".table-wrap")).slice(0, 5).map(e => e.tagName + "." + e.className).join(", ")`)
 			t.Errorf("%s at 720 px: page is %v px wide (viewport %v); sticking out: %s", p.name, sw, iw, wide)
 		}
-		// Tables drop secondary columns rather than scroll: every table
-		// of the overview and the requests list, and the diagnosis's parts
-		// (a chart's numbers, behind "Show the numbers", may scroll).
-		tables := ".table-wrap"
-		if p.name == "diagnose" {
-			tables = `section[aria-labelledby="components-h"] .table-wrap`
-		}
-		wide := eval[[]string](tb, `[...document.querySelectorAll('`+tables+`')].filter(e => !e.closest("details") && e.scrollWidth > e.clientWidth + 1).map(e => (e.closest("section, details")?.querySelector("h2, summary")?.textContent.trim() || "?") + ": " + e.scrollWidth + " px in " + e.clientWidth)`)
+		// Tables drop secondary columns rather than scroll (a chart's
+		// numbers, behind "Show the numbers", may scroll).
+		wide := eval[[]string](tb, `[...document.querySelectorAll(".table-wrap")].filter(e => !e.closest("details") && e.scrollWidth > e.clientWidth + 1).map(e => (e.closest("section, details")?.querySelector("h2, summary")?.textContent.trim() || "?") + ": " + e.scrollWidth + " px in " + e.clientWidth)`)
 		for _, w := range wide {
 			t.Errorf("%s at 720 px: a table scrolls: %s", p.name, w)
 		}

@@ -8,5 +8,5 @@ package views
 const (
 	HideBelowLarge  = "hide-below-lg" // < 1280 px: requests' ITL and tokens
 	HideBelowMedium = "hide-below-md" // < 1100 px: requests' model, pre-inference, E2E; overview's p99, ITL, SLO, token counts
-	HideBelowSmall  = "hide-below-sm" // < 800 px: requests' instance; overview's rate, trend and provider; the diagnosis parts' p50 and p99
+	HideBelowSmall  = "hide-below-sm" // < 800 px: requests' instance; overview's rate, trend and provider; the diagnosis parts' p50 and p99, the slowest requests' service, network and tokens
 )
