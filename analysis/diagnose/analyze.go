@@ -958,9 +958,10 @@ func (a *analysis) corroborateProvider(g *group) {
 }
 
 // lateFirstStart is the first request's start when it lies more than a
-// tenth of the way into r; nil otherwise, and without requests.
+// tenth of the way into r; nil otherwise, without requests, and for a
+// zero r (a window not given).
 func lateFirstStart(reqs []telemetry.LLMRequest, r Range) *time.Time {
-	if len(reqs) == 0 {
+	if len(reqs) == 0 || r.IsZero() {
 		return nil
 	}
 	first := reqs[0].Start

@@ -133,12 +133,7 @@ func compare(bc, ac *columns, opt CompareOptions) Comparison {
 		BeforeErrorRate: errorRate(before), AfterErrorRate: errorRate(after),
 		Better: []string{}, Worse: []string{}, // [] in JSON when nothing moved
 	}
-	if !opt.Before.IsZero() {
-		c.BeforeDataFrom = lateFirstStart(before, opt.Before)
-	}
-	if !opt.After.IsZero() {
-		c.AfterDataFrom = lateFirstStart(after, opt.After)
-	}
+	c.BeforeDataFrom, c.AfterDataFrom = lateFirstStart(before, opt.Before), lateFirstStart(after, opt.After)
 	var better, worse []string
 	for _, m := range ms {
 		ch := m.change()
