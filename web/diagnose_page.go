@@ -273,7 +273,8 @@ func diagnoseView(data *share.DiagnoseData, live bool) views.DiagnoseView {
 	}
 	if from := d.BaselineDataFrom; from != nil {
 		// Say why the baseline holds few requests: data starts inside it.
-		how += "; its requests start at " + views.HumanClock(*from)
+		// To the second, as compare and the CLI say it.
+		how += "; its requests start at " + views.HumanClockSeconds(*from)
 		if from.Format("2006-01-02") != base.From.UTC().Format("2006-01-02") {
 			how += " on " + from.Format("2 Jan")
 		}

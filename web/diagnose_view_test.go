@@ -104,6 +104,11 @@ func TestDiagnoseViewSaysWhereBaselineDataStarts(t *testing.T) {
 	if got, want := diagnoseView(data, true).BaselineText, "(the 3 h before; its requests start at 10:24:12)"; !strings.HasSuffix(got, want) {
 		t.Errorf("baseline text %q, want it to end %q", got, want)
 	}
+	onTheMinute := time.Date(2026, 12, 5, 10, 24, 0, 0, time.UTC)
+	data.Diagnosis.BaselineDataFrom = &onTheMinute
+	if got, want := diagnoseView(data, true).BaselineText, "its requests start at 10:24:00)"; !strings.HasSuffix(got, want) {
+		t.Errorf("baseline text %q, want it to end %q, to the second as compare says it", got, want)
+	}
 	data.Diagnosis.BaselineDataFrom = nil
 	if got := diagnoseView(data, true).BaselineText; strings.Contains(got, "start") {
 		t.Errorf("a full baseline's text says where requests start: %q", got)
