@@ -39,5 +39,13 @@ CREATE TABLE IF NOT EXISTS {{table "spans"}} {{onCluster}}
 ENGINE = {{engine "spans" "ReplacingMergeTree(inserted_at)"}}
 PARTITION BY toDate(start)
 ORDER BY (project_id, service, start, trace_id, span_id)
-TTL toDateTime(start) + INTERVAL {{.RetentionDays}} DAY;
+TTL toDateTime(start) + INTERVAL {{.RetentionDays}} DAY
+-- Granules of at most 2 MiB (~1,600 spans of ~40 attributes; the default
+-- 10 MiB holds the full 8,192): a merge reads one granule of a column from
+-- every part at once, and a merge of the ~21 parts that full-rate ingest
+-- gathers held ~300 MiB for the attributes map alone, ~150 MiB at 2 MiB
+-- (bench ingest: merges 301 → 128 MiB at the RSS peak, same spans/s). The
+-- setting is fixed when a table is created: spans created before it keep
+-- 10 MiB granules.
+SETTINGS index_granularity_bytes = 2097152;
 {{distributed "spans" "cityHash64(trace_id)"}}

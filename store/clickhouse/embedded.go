@@ -58,11 +58,11 @@ func engineArgs(dir string) []string {
 
 // mergeMemorySoftLimit: while background merges hold more than this, the
 // engine starts no new one. A merge of the ~21 parts of spans that
-// merge_selector_base 25 gathers holds ~300 MiB however its block size is
-// set (a probe of BenchmarkMergeSpans' shape); two such merges at once
-// were 723 of a 1689 MiB RSS peak over 3 minutes of OTLP/HTTP at 94k
-// spans/s (session 23). With the limit, a second large merge waits for
-// the first.
+// merge_selector_base 25 gathers held ~300 MiB with 10 MiB granules (one
+// granule of the attributes map per part; ~150 MiB with spans' 2 MiB
+// granules, migration 0001); two such merges at once were 723 of a 1689
+// MiB RSS peak over 3 minutes of OTLP/HTTP at 94k spans/s (session 23).
+// With the limit, a third large merge waits for the first two.
 const mergeMemorySoftLimit = 256 << 20
 
 // dirtyPagesCap is how many freed pages the engine's allocator (jemalloc)

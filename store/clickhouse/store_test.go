@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"reflect"
@@ -332,6 +333,40 @@ func TestSpansMergeTuning(t *testing.T) {
 		if q := setting(); !strings.Contains(q, w) {
 			t.Fatalf("after a migration, spans lacks %s:\n%s", w, q)
 		}
+	}
+}
+
+// spans are written in granules of at most ~2 MiB, not the default
+// 10 MiB: a merge holds one granule of a column from each of its parts.
+func TestSpansGranulesAreBoundedByBytes(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+	// Spans the size of the bench's (~40 attributes): ~2 KB each.
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	spans := make([]telemetry.Span, 16384)
+	for i := range spans {
+		attrs := make(map[string]string, 40)
+		for a := range 40 {
+			attrs[fmt.Sprintf("app.attribute.%02d", a)] = fmt.Sprintf("value %d of span %d, long enough to count", a, i)
+		}
+		spans[i] = telemetry.Span{ProjectID: 1, TraceID: fmt.Sprintf("%032x", i/4), SpanID: fmt.Sprintf("%016x", i), Service: "chat",
+			Name: "chat llama", Start: t0.Add(time.Duration(i) * time.Millisecond), End: t0.Add(time.Duration(i+900) * time.Millisecond), Attributes: attrs}
+	}
+	if err := s.Insert(ctx, SpansBatch(spans)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Query(ctx, "SELECT sum(rows) AS rows, sum(marks) AS marks, sum(data_uncompressed_bytes) AS bytes FROM system.parts WHERE database = currentDatabase() AND table = 'spans' AND active")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, marks, bytes := r.Row(0).Int("rows"), r.Row(0).Int("marks"), r.Row(0).Int("bytes")
+	if rows != int64(len(spans)) || marks < 2 {
+		t.Fatalf("spans has %d rows in %d marks, want %d rows", rows, marks, len(spans))
+	}
+	// The last mark closes the part and holds no rows.
+	if perGranule := float64(bytes) / float64(marks-1); perGranule > 2.5*(1<<20) {
+		t.Errorf("%d spans of %d MiB were written in %d granules of %.1f MiB each, want at most ~2 MiB", rows, bytes>>20, marks-1, perGranule/(1<<20))
 	}
 }
 
