@@ -92,7 +92,7 @@ func (s *Server) diagnoseResults(c echo.Context) error {
 	} else {
 		v = diagnoseView(data, true)
 	}
-	return render(c, http.StatusOK, views.DiagnoseResults(v))
+	return render(c, http.StatusOK, views.DiagnoseResultsPart(v))
 }
 
 // renderPageOrPart renders the whole page, or only its body for an htmx

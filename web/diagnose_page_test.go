@@ -48,6 +48,16 @@ func TestDiagnosePage(t *testing.T) {
 		if strings.Contains(whole, `data-pending=`) || !strings.Contains(whole, html.EscapeString(api.Summary)) {
 			t.Errorf("wait=1 does not compute the diagnosis in one go:\n%.600s", whole)
 		}
+		// Only the diagnosis knows where a thin baseline's data starts: the
+		// results bring the frame's baseline line again, out of band, with it.
+		thin := in.windowQuery("rag-chat") + "&" + url.Values{"baseline_from": {in.Baseline.From.Add(-3 * time.Hour).Format(time.RFC3339)},
+			"baseline_to": {in.Baseline.To.Format(time.RFC3339)}}.Encode()
+		startsAt := "its requests start at " + in.Baseline.From.Format("15:04:05")
+		if f := c.page("/diagnose?" + thin); !strings.Contains(f, `<span id="baseline-text">`) || strings.Contains(f, startsAt) {
+			t.Errorf("the frame's baseline line is not the one to replace, or already knows the data's start:\n%.2000s", f)
+		}
+		results := c.page("/diagnose/results?" + thin)
+		mustContain(t, "the results of a thin baseline", results, `<span id="baseline-text" hx-swap-oob="true">`, startsAt)
 		// A window the results request cannot read shows why, in place.
 		bad := c.page("/diagnose/results?from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z")
 		mustContain(t, "bad results request", bad, `role="alert"`, "must be before")

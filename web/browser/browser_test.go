@@ -271,6 +271,13 @@ func (s *suite) testDiagnose(t *testing.T) {
 	if cold.Verdict != "cold_start" {
 		t.Errorf("API verdict over the planted cold start is %q (%s), want cold_start", cold.Verdict, cold.Summary)
 	}
+	// Its default baseline begins before the seeded traffic: the header,
+	// drawn before the diagnosis, learns where the data starts from it.
+	if cold.BaselineDataFrom == nil {
+		t.Errorf("the API does not say where the cold window's thin baseline starts (seeded %s)", s.data)
+	} else if want := "its requests start at " + views.HumanClockSeconds(*cold.BaselineDataFrom); !strings.Contains(tb.text("#baseline-text"), want) {
+		t.Errorf("the page's baseline line %q does not say %q", tb.text("#baseline-text"), want)
+	}
 	s.waitCharts(tb)
 	s.screenshot(tb, "diagnose-cold-start")
 	tb.checkClean()

@@ -176,8 +176,9 @@ func apiRequests(t *testing.T, srv *apptest.Server, q url.Values) []apiRow {
 // apiDiagnosis is the part of /api/v1/diagnose the tests compare with the
 // page.
 type apiDiagnosis struct {
-	Verdict string `json:"verdict"`
-	Summary string `json:"summary"`
+	Verdict          string     `json:"verdict"`
+	Summary          string     `json:"summary"`
+	BaselineDataFrom *time.Time `json:"baseline_data_from"`
 }
 
 func windowQuery(service string, p demo.Phase) url.Values {
