@@ -83,7 +83,7 @@ func humanRate(perSec float64) string {
 }
 
 // humanTime formats an instant in UTC: time of day for today, the date too
-// otherwise.
+// otherwise, day before month as every page writes dates ("2 Dec 14:05").
 func humanTime(t, now time.Time) string {
 	if t.IsZero() {
 		return noValue
@@ -93,9 +93,9 @@ func humanTime(t, now time.Time) string {
 		return t.Format("15:04:05")
 	}
 	if t.Year() == now.Year() {
-		return t.Format("Jan 2 15:04")
+		return t.Format("2 Jan 15:04")
 	}
-	return t.Format("2006-01-02 15:04")
+	return t.Format("2 Jan 2006 15:04")
 }
 
 // humanAgo formats how long ago t was: "just now", "5 min ago", "3 h ago".
@@ -204,7 +204,7 @@ func (r pageRange) query() url.Values {
 	return v
 }
 
-// label says what the range is: "Last 1 h" or "Dec 2 13:00 – 14:00 UTC".
+// label says what the range is: "Last 1 h" or "2 Dec 13:00 – 14:00 UTC".
 func (r pageRange) label() string {
 	if !r.Custom {
 		for _, p := range rangePresets {
@@ -216,9 +216,9 @@ func (r pageRange) label() string {
 	}
 	from, to := r.From.UTC(), r.To.UTC()
 	if from.YearDay() == to.YearDay() && from.Year() == to.Year() {
-		return from.Format("Jan 2 15:04") + " – " + to.Format("15:04") + " UTC"
+		return from.Format("2 Jan 15:04") + " – " + to.Format("15:04") + " UTC"
 	}
-	return from.Format("Jan 2 15:04") + " – " + to.Format("Jan 2 15:04") + " UTC"
+	return from.Format("2 Jan 15:04") + " – " + to.Format("2 Jan 15:04") + " UTC"
 }
 
 // rangeBar builds the picker: preset links and the custom-range form,
