@@ -23,6 +23,36 @@
     return String(Math.round(v * 10) / 10);
   }
 
+  // Times on the charts read as on the pages: UTC, 24-hour, day before
+  // month ("14:20", "5 Dec"), not uPlot's "2:20pm" and "12/5/26".
+  var MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+  function pad2(n) { return n < 10 ? "0" + n : String(n); }
+  function clockUTC(ts, seconds) {
+    var d = new Date(ts * 1e3);
+    return pad2(d.getUTCHours()) + ":" + pad2(d.getUTCMinutes()) + (seconds ? ":" + pad2(d.getUTCSeconds()) : "");
+  }
+  function dayUTC(ts) { var d = new Date(ts * 1e3); return d.getUTCDate() + " " + MONTHS[d.getUTCMonth()]; }
+
+  // timeTicks labels the x axis: the clock (to the second when ticks are
+  // under a minute apart), the day under the first tick and under each
+  // tick that starts a new day, and the day alone for ticks a day apart.
+  // The labels drawn last are kept on the chart element (data-x-ticks).
+  function timeTicks(el) {
+    return function (u, splits, axisIdx, space, incr) {
+      var prevDay = null;
+      var labels = splits.map(function (ts) {
+        if (ts == null) return null;
+        var day = dayUTC(ts);
+        var label = incr >= 86400 ? day : clockUTC(ts, incr < 60);
+        if (incr < 86400 && day !== prevDay) label += "\n" + day;
+        prevDay = day;
+        return label;
+      });
+      el.dataset.xTicks = labels.join("|");
+      return labels;
+    };
+  }
+
   // stackData turns series into running totals (bottom series first), so
   // uPlot bands can draw a stacked area; a bucket with no value at all
   // stays empty.
@@ -49,8 +79,8 @@
       var spec = JSON.parse(src.textContent);
       var data = spec.stack ? stackData(spec.data) : spec.data;
       var width = el.clientWidth || 600;
-      var series = [{}];
-      var axes = [{ stroke: cssVar("--muted"), grid: { stroke: cssVar("--line") } },
+      var series = [{ value: function (u, ts) { return ts == null ? "—" : dayUTC(ts) + " " + clockUTC(ts, true); } }];
+      var axes = [{ stroke: cssVar("--muted"), grid: { stroke: cssVar("--line") }, values: timeTicks(el) },
                   { stroke: cssVar("--muted"), grid: { stroke: cssVar("--line") }, label: spec.yLabel || "", size: 60 }];
       var scales = { x: { time: true } };
       spec.series.forEach(function (s) {
