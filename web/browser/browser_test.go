@@ -532,6 +532,15 @@ func (s *suite) testSettingsKeys(t *testing.T) {
 	if !eval[bool](tb, "!!"+rowJS) {
 		t.Fatalf("the new key is not listed")
 	}
+	// A row with controls centres its text on them, not on their top edge:
+	// a model's name beside its price inputs.
+	if off := eval[float64](tb, `(function () {
+		var tr = [...document.querySelectorAll("table.prices tbody tr")].find(tr => tr.cells[0].querySelector("input[type=hidden]"));
+		var t = tr.cells[0].querySelector("span").getBoundingClientRect(), b = tr.cells[1].querySelector("input").getBoundingClientRect();
+		return Math.abs((t.top + t.bottom) / 2 - (b.top + b.bottom) / 2);
+	})()`); off > 2 {
+		t.Errorf("a model's name sits %.1f px off the middle of its price input", off)
+	}
 	// The key works for the API until it is revoked.
 	if code := apiStatus(s.srv, newKey); code != 200 {
 		t.Errorf("the new key gets HTTP %d from the API, want 200", code)
