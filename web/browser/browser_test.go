@@ -486,6 +486,14 @@ func (s *suite) testSLOs(t *testing.T) {
 	tb := s.loggedInTab(t)
 	tb.open("/slos")
 	tb.do(chromedp.WaitVisible(chromedp.ID("slo-threshold")))
+	// Text boxes and selects side by side stand the same height and sit
+	// as far below their labels, so a row's labels line up.
+	if sizes := eval[[]string](tb, `[...document.querySelectorAll("form.slo-form .field")].filter(f => f.querySelector("input, select")).map(f => {
+		var c = f.querySelector("input, select").getBoundingClientRect(), l = f.querySelector("label").getBoundingClientRect();
+		return Math.round(c.height) + " px high, " + Math.round(c.top - l.top) + " px below its label";
+	})`); len(sizes) < 6 || len(slices.Compact(slices.Clone(sizes))) != 1 {
+		t.Errorf("the SLO form's controls are %q, want them all alike", sizes)
+	}
 	tb.do(
 		chromedp.SendKeys(chromedp.ID("slo-service"), "rag-chat"),
 		chromedp.SetValue(chromedp.ID("slo-metric"), "ttft"),
