@@ -72,6 +72,7 @@ func TestBrowser(t *testing.T) {
 	t.Run("favicon", s.testFavicon)
 	t.Run("keyboard_theme", s.testKeyboardAndTheme)
 	t.Run("responsive_720", s.testResponsive)
+	t.Run("phone_filters", s.testPhoneFilters)
 }
 
 // screenshotDir is <repo>/artifacts/screenshots (gitignored).
@@ -845,4 +846,32 @@ func (s *suite) testFavicon(t *testing.T) {
 	if icon == "" && status == 404 {
 		t.Errorf("no <link rel=icon> in the layout and GET /favicon.ico is 404: every first page view logs a console error (add e.g. <link rel=\"icon\" href=\"data:,\"> or serve /favicon.ico)")
 	}
+}
+
+// On a phone the requests filters fold under their summary, so the table
+// starts on the first screen; they stay open when one is set, and on
+// wider screens there is nothing to fold.
+func (s *suite) testPhoneFilters(t *testing.T) {
+	tb := s.loggedInTab(t)
+	tb.do(chromedp.EmulateViewport(390, 800))
+	defer tb.do(chromedp.EmulateViewport(1280, 900))
+	tb.open("/requests")
+	if eval[bool](tb, `document.querySelector("details.filters-box").open`) {
+		t.Errorf("at 390 px the filters are open with none set")
+	}
+	if top := eval[float64](tb, `document.querySelector("table.requests tbody tr").getBoundingClientRect().top`); top > 800 {
+		t.Errorf("at 390 px the first request row starts at %.0f px, below the first screen (800)", top)
+	}
+	tb.do(chromedp.Click(chromedp.CSS("details.filters-box > summary")))
+	tb.waitJS("filters opened", `document.getElementById("f-service").getBoundingClientRect().height > 0`)
+	tb.open("/requests?service=rag-chat")
+	if !eval[bool](tb, `document.querySelector("details.filters-box").open`) {
+		t.Errorf("at 390 px the filters fold away while one is set (service=rag-chat)")
+	}
+	tb.do(chromedp.EmulateViewport(1280, 900))
+	tb.open("/requests")
+	if open, shown := eval[bool](tb, `document.querySelector("details.filters-box").open`), eval[float64](tb, `document.querySelector("details.filters-box > summary").getBoundingClientRect().height`); !open || shown > 0 {
+		t.Errorf("at 1280 px the filters are open %v and their summary %.0f px high, want open with no summary", open, shown)
+	}
+	tb.checkClean()
 }

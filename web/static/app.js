@@ -149,6 +149,9 @@
       document.querySelectorAll("[data-chart]").forEach(function (el) { el.innerHTML = ""; delete el.dataset.rendered; });
       renderCharts(document);
     });
+    // A phone starts with the requests filters folded when none is set.
+    var filters = document.querySelector("details.filters-box");
+    if (filters && !filters.hasAttribute("data-filtered") && matchMedia("(max-width: 600px)").matches) filters.open = false;
     document.querySelectorAll("[data-copy]").forEach(function (b) {
       b.addEventListener("click", function () {
         navigator.clipboard.writeText(b.dataset.copy).then(function () { b.textContent = "Copied"; });
