@@ -72,7 +72,7 @@ func TestBrowser(t *testing.T) {
 	t.Run("favicon", s.testFavicon)
 	t.Run("keyboard_theme", s.testKeyboardAndTheme)
 	t.Run("responsive_720", s.testResponsive)
-	t.Run("phone_filters", s.testPhoneFilters)
+	t.Run("phone", s.testPhone)
 }
 
 // screenshotDir is <repo>/artifacts/screenshots (gitignored).
@@ -848,14 +848,22 @@ func (s *suite) testFavicon(t *testing.T) {
 	}
 }
 
-// On a phone the requests filters fold under their summary, so the table
-// starts on the first screen; they stay open when one is set, and on
-// wider screens there is nothing to fold.
-func (s *suite) testPhoneFilters(t *testing.T) {
+// On a phone the header keeps the brand and its buttons on one row, and
+// the requests filters fold under their summary, so the table starts on
+// the first screen; they stay open when one is set, and on wider screens
+// there is nothing to fold.
+func (s *suite) testPhone(t *testing.T) {
 	tb := s.loggedInTab(t)
 	tb.do(chromedp.EmulateViewport(390, 800))
 	defer tb.do(chromedp.EmulateViewport(1280, 900))
 	tb.open("/requests")
+	header := eval[[]float64](tb, `(function () {
+		var top = e => document.querySelector(e).getBoundingClientRect().top;
+		return [document.querySelector("header.top").getBoundingClientRect().height, top("header .brand"), top("#theme-toggle"), top("header form.inline button")];
+	})()`)
+	if header[0] > 180 || math.Abs(header[2]-header[1]) > 12 || math.Abs(header[3]-header[1]) > 12 {
+		t.Errorf("at 390 px the header is %.0f px high (want ≤ 180) with the brand at %.0f, Theme at %.0f and Log out at %.0f (want one row)", header[0], header[1], header[2], header[3])
+	}
 	if eval[bool](tb, `document.querySelector("details.filters-box").open`) {
 		t.Errorf("at 390 px the filters are open with none set")
 	}
