@@ -877,6 +877,12 @@ func (s *suite) testPhone(t *testing.T) {
 	if !eval[bool](tb, `document.querySelector("details.filters-box").open`) {
 		t.Errorf("at 390 px the filters fold away while one is set (service=rag-chat)")
 	}
+	// The diagnosis puts its verdict, not its pickers, on the first screen.
+	tb.open(diagnosePath("rag-chat", s.data.kv))
+	tb.do(chromedp.WaitVisible(chromedp.CSS(".verdict .sentence")))
+	if open, top := eval[bool](tb, `!!(document.querySelector("details.filters-box") || {}).open`), eval[float64](tb, `document.querySelector(".verdict .sentence").getBoundingClientRect().top`); open || top > 600 {
+		t.Errorf("at 390 px the diagnosis's pickers are open %v and its verdict starts at %.0f px (want folded, and the verdict within 600)", open, top)
+	}
 	tb.do(chromedp.EmulateViewport(1280, 900))
 	tb.open("/requests")
 	if open, shown := eval[bool](tb, `document.querySelector("details.filters-box").open`), eval[float64](tb, `document.querySelector("details.filters-box > summary").getBoundingClientRect().height`); !open || shown > 0 {

@@ -149,9 +149,11 @@
       document.querySelectorAll("[data-chart]").forEach(function (el) { el.innerHTML = ""; delete el.dataset.rendered; });
       renderCharts(document);
     });
-    // A phone starts with the requests filters folded when none is set.
-    var filters = document.querySelector("details.filters-box");
-    if (filters && !filters.hasAttribute("data-filtered") && matchMedia("(max-width: 600px)").matches) filters.open = false;
+    // A phone starts with the pickers and filters folded (the requests
+    // filters only when none is set), so the page's answer comes first.
+    if (matchMedia("(max-width: 600px)").matches) {
+      document.querySelectorAll("details.filters-box:not([data-filtered])").forEach(function (d) { d.open = false; });
+    }
     document.querySelectorAll("[data-copy]").forEach(function (b) {
       b.addEventListener("click", function () {
         navigator.clipboard.writeText(b.dataset.copy).then(function () { b.textContent = "Copied"; });
