@@ -158,10 +158,16 @@ func (s *Server) requestsPage(c echo.Context) error {
 	return render(c, http.StatusOK, views.Requests(v))
 }
 
+// filtered says any of the list's filters (the form's fields) is set; the
+// window and the sort are not filters.
+func filtered(f analysis.RequestFilter) bool {
+	return f.Service != "" || f.Model != "" || f.Instance != "" || f.ColdStart || f.Slow || f.Tenant != "" || f.Route != "" || f.PromptLength != ""
+}
+
 func requestFilters(q requestsQuery, services []analysis.ServiceInfo) views.RequestFilters {
 	f := views.RequestFilters{Service: q.filter.Service, Model: q.filter.Model, Instance: q.filter.Instance,
 		Tenant: q.filter.Tenant, Route: q.filter.Route, PromptLength: q.filter.PromptLength, PromptLengths: promptLengthLabels(),
-		ColdStart: q.filter.ColdStart, Slow: q.filter.Slow}
+		ColdStart: q.filter.ColdStart, Slow: q.filter.Slow, Filtered: filtered(q.filter)}
 	models, instances := map[string]bool{}, map[string]bool{}
 	for _, s := range services {
 		f.Services = append(f.Services, s.Service)
@@ -275,8 +281,7 @@ func requestsResults(q requestsQuery, reqs []telemetry.LLMRequest, count analysi
 	}
 	r.PageLabel = fmt.Sprintf("Page %s of %s%s", humanInt(int64(q.page)), about, humanInt(int64(pages)))
 	f := q.filter
-	filtered := f.Service != "" || f.Model != "" || f.Instance != "" || f.ColdStart || f.Slow || f.Tenant != "" || f.Route != "" || f.PromptLength != ""
-	if filtered {
+	if filtered(f) {
 		r.Empty = "No requests match these filters in " + strings.ToLower(q.rng.label()[:1]) + q.rng.label()[1:] + ". Widen the range or reset the filters."
 	} else {
 		r.Empty = "No LLM requests in " + strings.ToLower(q.rng.label()[:1]) + q.rng.label()[1:] + ". Pick a longer range, or send traces (see Settings → Send data)."
