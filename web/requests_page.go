@@ -481,7 +481,14 @@ func traceDetailView(id string, spans []telemetry.Span, reqs []telemetry.LLMRequ
 		if root == nil && sp.depth == 0 {
 			root = sp.span
 		}
-		v.Rows = append(v.Rows, waterfallRow(sp, callOf[sp.span.SpanID], t0, total, pct))
+		row := waterfallRow(sp, callOf[sp.span.SpanID], t0, total, pct)
+		if row.CallAnchor == "" && sp.span.LLM.Role == telemetry.LLMServer {
+			serverSegments(&row, sp.span, pct)
+			if c := servedCall(sp.span, reqs); c != nil {
+				row.CallAnchor = "call-" + c.SpanID
+			}
+		}
+		v.Rows = append(v.Rows, row)
 		v.Spans = append(v.Spans, spanView(sp.span, t0))
 	}
 	for i := range reqs {
@@ -604,16 +611,7 @@ func waterfallRow(sp orderedSpan, call *telemetry.LLMRequest, t0 time.Time, tota
 	}
 	row.CallAnchor = "call-" + call.SpanID
 	seg := func(class, name string, from time.Time, msLen *float64) time.Time {
-		if msLen == nil || *msLen <= 0 {
-			return from
-		}
-		to := from.Add(msDuration(*msLen))
-		a, b := pct(from), pct(to)
-		if b > a {
-			row.Segments = append(row.Segments, views.Segment{Class: class, X: pctAttr(a), W: pctAttr(b - a),
-				Title: name + " " + diagnose.FormatMs(*msLen)})
-		}
-		return to
+		return addSegment(&row, pct, class, name, from, msLen)
 	}
 	if call.PreInference != nil && *call.PreInference > 0 {
 		seg("seg-pre", "Pre-inference", call.Start.Add(-msDuration(*call.PreInference)), call.PreInference)
@@ -631,6 +629,26 @@ func waterfallRow(sp orderedSpan, call *telemetry.LLMRequest, t0 time.Time, tota
 		pos = call.Start.Add(msDuration(*call.TTFT))
 	}
 	seg("seg-decode", "Decode", pos, call.Decode)
+	labelSegments(&row)
+	return row
+}
+
+// addSegment draws msLen milliseconds from from on row's bar and returns
+// where the segment ends; an unknown or empty length draws nothing.
+func addSegment(row *views.WaterfallRow, pct func(time.Time) float64, class, name string, from time.Time, msLen *float64) time.Time {
+	if msLen == nil || *msLen <= 0 {
+		return from
+	}
+	to := from.Add(msDuration(*msLen))
+	if a, b := pct(from), pct(to); b > a {
+		row.Segments = append(row.Segments, views.Segment{Class: class, X: pctAttr(a), W: pctAttr(b - a),
+			Title: name + " " + diagnose.FormatMs(*msLen)})
+	}
+	return to
+}
+
+// labelSegments names a row's segments in its accessible label.
+func labelSegments(row *views.WaterfallRow) {
 	var parts []string
 	for _, sg := range row.Segments {
 		parts = append(parts, sg.Title)
@@ -638,7 +656,48 @@ func waterfallRow(sp orderedSpan, call *telemetry.LLMRequest, t0 time.Time, tota
 	if len(parts) > 0 {
 		row.Label += "; " + strings.Join(parts, ", ")
 	}
-	return row
+}
+
+// serverSegments draws an inference server's span split as the server
+// timed it, on its own clock: queue and prefill from the span's start,
+// decode from its first token. The call's bar above it (the client span)
+// shows the same parts as assembled, with the network between them; the
+// server's bar shows where in its own span they fell.
+func serverSegments(row *views.WaterfallRow, s *telemetry.Span, pct func(time.Time) float64) {
+	l := &s.LLM
+	msOf := func(d *time.Duration) *float64 {
+		if d == nil {
+			return nil
+		}
+		v := ms(*d)
+		return &v
+	}
+	prefill := msOf(l.PrefillTime)
+	if prefill == nil && l.ServerTTFT != nil && l.QueueTime != nil {
+		d := *l.ServerTTFT - *l.QueueTime
+		prefill = msOf(&d)
+	}
+	pos := addSegment(row, pct, "seg-queue", "Queue", s.Start, msOf(l.QueueTime))
+	pos = addSegment(row, pct, "seg-prefill", "Prefill", pos, prefill)
+	if l.ServerTTFT != nil {
+		pos = s.Start.Add(*l.ServerTTFT)
+	}
+	addSegment(row, pct, "seg-decode", "Decode", pos, msOf(l.DecodeTime))
+	labelSegments(row)
+}
+
+// servedCall is the trace's LLM call an inference server's span served:
+// the call on its parent span, or the trace's only call.
+func servedCall(s *telemetry.Span, reqs []telemetry.LLMRequest) *telemetry.LLMRequest {
+	for i := range reqs {
+		if reqs[i].SpanID == s.ParentSpanID {
+			return &reqs[i]
+		}
+	}
+	if len(reqs) == 1 {
+		return &reqs[0]
+	}
+	return nil
 }
 
 func callView(r *telemetry.LLMRequest, i int, now time.Time) views.LLMCallView {

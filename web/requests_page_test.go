@@ -200,6 +200,18 @@ func TestRequestDetailPage(t *testing.T) {
 	// The bar of the LLM call starts at 100 ms of 1.7 s (5.882 %).
 	contains(t, "bar position", body, `x="5.882%"`)
 
+	// The server's span shows its own split where it fell in its span (it
+	// starts at 110 ms; its first token at 560 ms) and links to the call.
+	serverRow := waterfallRowHTML(t, body, s.SpanContext().SpanID().String())
+	contains(t, "server span row", serverRow,
+		`<rect class="wf-seg seg-queue" x="6.471%" y="3" width="11.765%"`, "<title>Queue 200 ms</title>",
+		`<rect class="wf-seg seg-prefill" x="18.235%" y="3" width="14.706%"`, "<title>Prefill 250 ms</title>",
+		`<rect class="wf-seg seg-decode" x="32.941%" y="3" width="58.824%"`, "<title>Decode 1.0 s</title>",
+		`href="#call-`+spanID+`"`, "server side")
+	if strings.Contains(serverRow, "seg-network") {
+		t.Errorf("the server's span has a network segment; the network lies outside it:\n%s", serverRow)
+	}
+
 	for path, want := range map[string]string{
 		"/requests/0123456789abcdef0123456789abcdef": "There is no trace 0123456789abcdef0123456789abcdef in this project",
 		"/requests/not-a-trace":                      "is not a trace ID",
@@ -209,4 +221,16 @@ func TestRequestDetailPage(t *testing.T) {
 			t.Errorf("GET %s: %d, want a 404 page saying %q\n%.400s", path, r.Code, want, r.Body)
 		}
 	}
+}
+
+// waterfallRowHTML is the waterfall's row of one span in a trace page.
+func waterfallRowHTML(t *testing.T, body, spanID string) string {
+	t.Helper()
+	i := strings.Index(body, `href="#span-`+spanID+`"`)
+	if i < 0 {
+		t.Fatalf("no waterfall row for span %s", spanID)
+	}
+	start := strings.LastIndex(body[:i], "<tr")
+	end := strings.Index(body[i:], "</tr>")
+	return body[start : i+end]
 }

@@ -440,6 +440,42 @@ func (s *suite) testRequestDetail(t *testing.T) {
 	if n := tb.count("section.llm-call table.components tbody tr"); n == 0 {
 		t.Errorf("no component table for the LLM call")
 	}
+	// Spans sit right of their parents, and the inference server's span
+	// (under the call) shows its own split.
+	type wfRow struct {
+		Left   float64 `json:"left"`
+		Depth  int     `json:"depth"`
+		Segs   int     `json:"segs"`
+		Server bool    `json:"server"`
+	}
+	wf := eval[[]wfRow](tb, `[...document.querySelectorAll("table.waterfall-table tbody tr")].map(tr => {
+		const th = tr.querySelector("th.wf-name"), m = th.className.match(/depth-(\d+)/);
+		return {left: th.querySelector("a").getBoundingClientRect().left, depth: m ? +m[1] : 0,
+			segs: tr.querySelectorAll("rect.wf-seg").length,
+			server: [...th.querySelectorAll("a.tag")].some(a => a.textContent.trim() === "server side")};
+	})`)
+	left := map[int]float64{}
+	servers := 0
+	for _, r := range wf {
+		if l, ok := left[r.Depth]; ok && math.Abs(l-r.Left) > 1 {
+			t.Errorf("spans at depth %d start at %.0f and %.0f px", r.Depth, l, r.Left)
+		}
+		left[r.Depth] = r.Left
+		if r.Server {
+			servers++
+			if r.Segs < 2 {
+				t.Errorf("the inference server's span has %d segments, want its queue, prefill and decode", r.Segs)
+			}
+		}
+	}
+	for d := 1; d <= 2; d++ {
+		if left[d]-left[d-1] < 8 {
+			t.Errorf("spans at depth %d start %.1f px right of depth %d, want a visible step (%v)", d, left[d]-left[d-1], d-1, wf)
+		}
+	}
+	if servers == 0 {
+		t.Errorf("no inference server span marked in the waterfall: %v", wf)
+	}
 	parts := eval[[]string](tb, `[...document.querySelectorAll("section.llm-call table.components tbody th")].map(th => th.textContent.trim())`)
 	for _, want := range []string{"Queue", "Prefill", "Decode", "TTFT"} {
 		if !slices.Contains(parts, want) {
