@@ -16,6 +16,7 @@ import (
 
 	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
+	"github.com/tokenpath/tokenpath/share"
 	"github.com/tokenpath/tokenpath/telemetry"
 	"github.com/tokenpath/tokenpath/web/views"
 )
@@ -398,6 +399,9 @@ func (s *Server) requestDetailPage(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusNotFound, msg)
 	}
 	v := traceDetailView(id, spans, reqs, time.Now().UTC())
+	tok, _ := c.Get(ctxCSRF).(string)
+	v.Share = &views.ShareBox{CSRF: tok, Path: share.TracePath(id), Expiry: expiryOptions(),
+		Summary: "Freeze this trace into a link anyone can open, without logging in; it outlives the spans' retention"}
 	v.Page = s.page(c, "Trace "+id[:8]+"…", "requests")
 	return render(c, http.StatusOK, views.RequestDetail(v))
 }
@@ -497,9 +501,9 @@ func traceDetailView(id string, spans []telemetry.Span, reqs []telemetry.LLMRequ
 	}
 	v.Axis = []views.AxisTick{
 		{X: "0%", Label: "0", Anchor: "start"},
-		{X: "25%", Label: diagnose.FormatMs(ms(total) / 4), Anchor: "middle"},
+		{X: "25%", Label: diagnose.FormatMs(ms(total) / 4), Anchor: "middle", Minor: true},
 		{X: "50%", Label: diagnose.FormatMs(ms(total) / 2), Anchor: "middle"},
-		{X: "75%", Label: diagnose.FormatMs(ms(total) * 3 / 4), Anchor: "middle"},
+		{X: "75%", Label: diagnose.FormatMs(ms(total) * 3 / 4), Anchor: "middle", Minor: true},
 		{X: "100%", Label: diagnose.FormatMs(ms(total)), Anchor: "end"},
 	}
 	v.Legend = []views.LegendItem{

@@ -117,6 +117,31 @@ func TestShareLinks(t *testing.T) {
 		}
 	})
 
+	t.Run("trace form share", func(t *testing.T) {
+		// The trace page carries its own Share form; the link shows the
+		// trace's waterfall to someone logged out, without the form.
+		id := in.Requests[len(in.Requests)-1].TraceID
+		page := c.get("/requests/" + id)
+		mustContain(t, "the trace page", page.Body, `<form class="share-form"`, `name="path" value="/requests/`+id+`"`)
+		r := c.postForm("/share", url.Values{"_csrf": {csrfFrom(t, page.Body)}, "path": {"/requests/" + id}})
+		if r.Code != http.StatusSeeOther || !strings.HasPrefix(r.Header.Get("Location"), "/shares?created=") {
+			t.Fatalf("POST /share of a trace: %d %s %s", r.Code, r.Header.Get("Location"), r.Body)
+		}
+		created := c.get(r.Header.Get("Location"))
+		m := regexp.MustCompile(`<input id="created-url" type="text" readonly value="([^"]+)"`).FindStringSubmatch(created.Body)
+		if m == nil {
+			t.Fatalf("the created page does not show the URL:\n%s", created.Body)
+		}
+		got := anon.get(sharePath(t, html.UnescapeString(m[1])))
+		if got.Code != http.StatusOK {
+			t.Fatalf("the trace's link answers %d", got.Code)
+		}
+		mustContain(t, "the shared trace", got.Body, id, `class="waterfall-table"`, "Snapshot taken at")
+		if strings.Contains(got.Body, "<form") {
+			t.Errorf("the shared trace has a form")
+		}
+	})
+
 	t.Run("form share", func(t *testing.T) {
 		page := c.get(diagnosePath)
 		r := c.postForm("/share", url.Values{"_csrf": {csrfFrom(t, page.Body)}, "path": {diagnosePath}, "expires": {"7d"}})

@@ -919,6 +919,25 @@ func (s *suite) testPhone(t *testing.T) {
 	if open, top := eval[bool](tb, `!!(document.querySelector("details.filters-box") || {}).open`), eval[float64](tb, `document.querySelector(".verdict .sentence").getBoundingClientRect().top`); open || top > 600 {
 		t.Errorf("at 390 px the diagnosis's pickers are open %v and its verdict starts at %.0f px (want folded, and the verdict within 600)", open, top)
 	}
+	// A trace: the waterfall's axis labels do not overlap, and a call's
+	// notes are not squeezed to a letter a line.
+	if rows := apiRequests(t, s.srv, windowQuery("rag-chat", s.data.kv)); len(rows) > 0 {
+		tb.open("/requests/" + rows[0].TraceID)
+		tb.do(chromedp.WaitVisible(chromedp.CSS("table.waterfall-table")))
+		overlaps := eval[[]string](tb, `(function () {
+			var ts = [...document.querySelectorAll("svg.wf-axis text")].filter(t => getComputedStyle(t).display !== "none").map(t => [t.textContent, t.getBoundingClientRect()]), out = [];
+			for (var i = 1; i < ts.length; i++) if (ts[i][1].left < ts[i-1][1].right) out.push(ts[i-1][0] + " / " + ts[i][0]);
+			return out;
+		})()`)
+		if len(overlaps) > 0 {
+			t.Errorf("at 390 px the waterfall's axis labels overlap: %q", overlaps)
+		}
+		if w := eval[float64](tb, `Math.min(...[...document.querySelectorAll("table.components td:last-child")].map(td => td.getBoundingClientRect().width))`); w < 150 {
+			t.Errorf("at 390 px a call's notes are %.0f px wide, want ≥ 150", w)
+		}
+	} else {
+		t.Errorf("no rag-chat request in the KV window to open")
+	}
 	tb.do(chromedp.EmulateViewport(1280, 900))
 	tb.open("/requests")
 	if open, shown := eval[bool](tb, `document.querySelector("details.filters-box").open`), eval[float64](tb, `document.querySelector("details.filters-box > summary").getBoundingClientRect().height`); !open || shown > 0 {

@@ -175,7 +175,7 @@ func SharesPage(p Page, v SharesView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if len(v.Links) == 0 {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<p class=\"muted\">No share links yet. Use the “Share snapshot” button on a diagnosis or a comparison.</p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<p class=\"muted\">No share links yet. Use the “Share snapshot” button on a diagnosis, a comparison or a trace.</p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
