@@ -49,7 +49,8 @@ func backgroundConns() int { return min(max(runtime.NumCPU(), 2), 4) }
 
 // engineArgs are the command-line settings the embedded engine starts with.
 func engineArgs(dir string) []string {
-	args := []string{"--path=" + dir, "--merges_mutations_memory_usage_soft_limit=" + strconv.Itoa(mergeMemorySoftLimit)}
+	args := []string{"--path=" + dir, "--merges_mutations_memory_usage_soft_limit=" + strconv.Itoa(mergeMemorySoftLimit),
+		"--os_threads_nice_value_merge_mutate=" + strconv.Itoa(mergeNice)}
 	if limit := engineMemoryLimit(); limit > 0 {
 		args = append(args, "--memory_worker_purge_dirty_pages_threshold_ratio="+strconv.FormatFloat(purgeDirtyRatio(limit), 'g', 4, 64))
 	}
@@ -64,6 +65,24 @@ func engineArgs(dir string) []string {
 // MiB RSS peak over 3 minutes of OTLP/HTTP at 94k spans/s (session 23).
 // With the limit, a third large merge waits for the first two.
 const mergeMemorySoftLimit = 256 << 20
+
+// mergeNice is the nice value of the engine's merge threads. At the
+// receivers' priority, the merges of a burst's parts took the cores from
+// the goroutines decoding and acknowledging exports: merges are a third of
+// the server's CPU at full rate, and half-load exports right after a burst
+// waited on them (p99 257–351 ms over gRPC, sessions 21 and 24). Niced,
+// they run in the time the receivers leave: bench ingest over 3 minutes
+// of both transports, same machine, back to back: gRPC 83k → 91k spans/s,
+// HTTP 63k → 75k (22.0 → 20.2 and 29.9 → 24.5 µs of server CPU a span),
+// half-load p99 206 → 154 ms and 183 → 150 ms at a higher half load, RSS
+// peak 1113 → 1306 and 1241 → 1309 MiB; merges trail further in a burst
+// (spans peaked at 173–185 active parts against 61–95). Session 10
+// measured the same nice and did not keep it: merges deferred past a
+// 3-minute burst took RSS to 2.1 GiB. Merges' memory is bounded since
+// (mergeMemorySoftLimit, spans' 2 MiB granules). The engine sets a nice
+// value only with CAP_SYS_NICE (root, or a container given it), as
+// for the assembler's reads; without it merges run at the default.
+const mergeNice = 10
 
 // dirtyPagesCap is how many freed pages the engine's allocator (jemalloc)
 // may keep before its memory worker purges them. Under full ingest,

@@ -3,6 +3,9 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -98,6 +101,74 @@ func TestEmbeddedCapsMergeMemory(t *testing.T) {
 	if r.Len() != 1 || r.Row(0).Int("limit") != mergeMemorySoftLimit {
 		t.Errorf("merges_mutations_memory_usage_soft_limit = %v, want %d", r.Rows, mergeMemorySoftLimit)
 	}
+}
+
+// The engine's merge threads run at a lower priority than the receivers
+// (mergeNice): while the background pool merges parts, its thread has
+// nice 10 (the engine sets it for each merge and resets it after).
+func TestEmbeddedNicesMerges(t *testing.T) {
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+	ctx := context.Background()
+	r, err := s.Query(ctx, "SELECT toInt64(value) AS nice FROM system.server_settings WHERE name = 'os_threads_nice_value_merge_mutate'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Len() != 1 || r.Row(0).Int("nice") != mergeNice {
+		t.Fatalf("os_threads_nice_value_merge_mutate = %v, want %d", r.Rows, mergeNice)
+	}
+	// The engine sets nice values only with CAP_SYS_NICE (bit 23 of the
+	// effective capabilities); without it merges keep the default.
+	if !capSysNice() {
+		t.Logf("no CAP_SYS_NICE: the engine runs merges at the default priority")
+		return
+	}
+	// Parts large enough that merging them takes a while, so a sample
+	// of the threads every few milliseconds finds one at work.
+	if err := s.Exec(ctx, "CREATE TABLE nice_probe (x UInt64) ENGINE = MergeTree ORDER BY x"); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); {
+		if err := s.Exec(ctx, "INSERT INTO nice_probe SELECT rand64() FROM numbers(2000000)"); err != nil {
+			t.Fatal(err)
+		}
+		for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			for _, nice := range threadNices("MergeMutate") {
+				seen[nice] = true
+			}
+			if seen[mergeNice] {
+				return
+			}
+		}
+	}
+	t.Errorf("no merge thread ran at nice %d in 90 s of inserts (nice values seen: %v)", mergeNice, seen)
+}
+
+// threadNices maps this process's threads named name (a prefix of their
+// comm) to their nice values, read from /proc.
+func threadNices(name string) map[int]int {
+	out := map[int]int{}
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, task := range tasks {
+		comm, err := os.ReadFile("/proc/self/task/" + task.Name() + "/comm")
+		if err != nil || !strings.HasPrefix(strings.TrimSpace(string(comm)), name) {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/self/task/" + task.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// After the comm's closing parenthesis: state is field 3, nice 19.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) < 17 {
+			continue
+		}
+		tid, _ := strconv.Atoi(task.Name())
+		nice, _ := strconv.Atoi(fields[16])
+		out[tid] = nice
+	}
+	return out
 }
 
 // Statements run side by side on the pool's connections: one answers (and
@@ -235,4 +306,19 @@ func TestPingWhileBusy(t *testing.T) {
 	if err == nil {
 		t.Fatal("ping of a wedged engine succeeded")
 	}
+}
+
+// capSysNice reports whether this process may set threads' nice values.
+func capSysNice() bool {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if hex, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+			return err == nil && caps&(1<<23) != 0
+		}
+	}
+	return false
 }
