@@ -682,11 +682,15 @@ func serverSegments(row *views.WaterfallRow, s *telemetry.Span, pct func(time.Ti
 		prefill = msOf(&d)
 	}
 	pos := addSegment(row, pct, "seg-queue", "Queue", s.Start, msOf(l.QueueTime))
-	pos = addSegment(row, pct, "seg-prefill", "Prefill", pos, prefill)
-	if l.ServerTTFT != nil {
-		pos = s.Start.Add(*l.ServerTTFT)
+	addSegment(row, pct, "seg-prefill", "Prefill", pos, prefill)
+	// Decode starts at the first token; without it, it ends with the span.
+	if d := l.DecodeTime; d != nil {
+		from := s.End.Add(-*d)
+		if l.ServerTTFT != nil {
+			from = s.Start.Add(*l.ServerTTFT)
+		}
+		addSegment(row, pct, "seg-decode", "Decode", from, msOf(d))
 	}
-	addSegment(row, pct, "seg-decode", "Decode", pos, msOf(l.DecodeTime))
 	labelSegments(row)
 }
 
