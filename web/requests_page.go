@@ -493,7 +493,9 @@ func traceDetailView(id string, spans []telemetry.Span, reqs []telemetry.LLMRequ
 			}
 		}
 		v.Rows = append(v.Rows, row)
-		v.Spans = append(v.Spans, spanView(sp.span, t0))
+		sv := spanView(sp.span, t0)
+		sv.ServerSide = row.CallAnchor != "" && !row.LLM
+		v.Spans = append(v.Spans, sv)
 	}
 	for i := range reqs {
 		services[reqs[i].Service] = true

@@ -208,6 +208,11 @@ func TestRequestDetailPage(t *testing.T) {
 		`<rect class="wf-seg seg-prefill" x="18.235%" y="3" width="14.706%"`, "<title>Prefill 250 ms</title>",
 		`<rect class="wf-seg seg-decode" x="32.941%" y="3" width="58.824%"`, "<title>Decode 1.0 s</title>",
 		`href="#call-`+spanID+`"`, "server side")
+	serverID := s.SpanContext().SpanID().String()
+	details := body[strings.Index(body, `id="span-`+serverID+`"`):]
+	if summary := details[:strings.Index(details, "</summary>")]; !strings.Contains(summary, `<span class="tag">server side</span>`) || strings.Contains(summary, "LLM call") {
+		t.Errorf("the server span's attributes are not headed as its call's server side:\n%s", summary)
+	}
 	if strings.Contains(serverRow, "seg-network") {
 		t.Errorf("the server's span has a network segment; the network lies outside it:\n%s", serverRow)
 	}
