@@ -42,9 +42,7 @@ func (s *Server) comparePage(c echo.Context) error {
 			return s.internal(err)
 		}
 		v = compareView(data, true)
-		tok, _ := c.Get(ctxCSRF).(string)
-		v.Share = &views.ShareBox{CSRF: tok, Path: params.Path(), Expiry: expiryOptions(),
-			Summary: "Freeze this comparison into a link anyone can open, without logging in"}
+		v.Share = shareBox(c, params.Path(), "Freeze this comparison into a link anyone can open, without logging in")
 	}
 	v.Controls = compareControls(params, services)
 	c.Response().Header().Add("Vary", "HX-Request")

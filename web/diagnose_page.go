@@ -61,9 +61,7 @@ func (s *Server) diagnosePage(c echo.Context) error {
 			v.WaitHref = params.Path() + "&wait=1"
 		}
 		v.ModelNote = modelNote(services, params.Service, params.Model)
-		tok, _ := c.Get(ctxCSRF).(string)
-		v.Share = &views.ShareBox{CSRF: tok, Path: params.Path(), Expiry: expiryOptions(),
-			Summary: "Freeze this diagnosis into a link anyone can open, without logging in"}
+		v.Share = shareBox(c, params.Path(), "Freeze this diagnosis into a link anyone can open, without logging in")
 	}
 	v.Controls = diagnoseControls(params, services)
 	return s.renderPageOrPart(c, code, s.page(c, "Diagnosis · "+subjectHeading(params.Service, params.Model), "diagnose"),
@@ -149,6 +147,13 @@ func modelNote(services []analysis.ServiceInfo, service, model string) string {
 		}
 	}
 	return ""
+}
+
+// shareBox is the "Share snapshot" form of the live page at path (a
+// diagnosis, a comparison or a trace); summary is its button's tooltip.
+func shareBox(c echo.Context, path, summary string) *views.ShareBox {
+	tok, _ := c.Get(ctxCSRF).(string)
+	return &views.ShareBox{CSRF: tok, Path: path, Expiry: expiryOptions(), Summary: summary}
 }
 
 func expiryOptions() []views.PickOption {

@@ -82,6 +82,10 @@ func humanRate(perSec float64) string {
 	return humanInt(int64(math.Round(perSec))) + "/s"
 }
 
+// dayMinute is how the pages write an instant of this year: day before
+// month, 24-hour clock ("2 Dec 14:05"), in UTC.
+const dayMinute = "2 Jan 15:04"
+
 // humanTime formats an instant in UTC: time of day for today, the date too
 // otherwise, day before month as every page writes dates ("2 Dec 14:05").
 func humanTime(t, now time.Time) string {
@@ -93,7 +97,7 @@ func humanTime(t, now time.Time) string {
 		return t.Format("15:04:05")
 	}
 	if t.Year() == now.Year() {
-		return t.Format("2 Jan 15:04")
+		return t.Format(dayMinute)
 	}
 	return t.Format("2 Jan 2006 15:04")
 }
@@ -216,9 +220,9 @@ func (r pageRange) label() string {
 	}
 	from, to := r.From.UTC(), r.To.UTC()
 	if from.YearDay() == to.YearDay() && from.Year() == to.Year() {
-		return from.Format("2 Jan 15:04") + " – " + to.Format("15:04") + " UTC"
+		return from.Format(dayMinute) + " – " + to.Format("15:04") + " UTC"
 	}
-	return from.Format("2 Jan 15:04") + " – " + to.Format("2 Jan 15:04") + " UTC"
+	return from.Format(dayMinute) + " – " + to.Format(dayMinute) + " UTC"
 }
 
 // rangeBar builds the picker: preset links and the custom-range form,

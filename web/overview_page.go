@@ -73,7 +73,7 @@ func (s *Server) overviewPage(c echo.Context) error {
 			v.Setup = &o
 		} else {
 			v.Empty = fmt.Sprintf("No LLM requests between %s and %s UTC. The last one arrived %s: pick a longer range.",
-				rng.From.Format("2 Jan 15:04"), rng.To.Format("2 Jan 15:04"), humanAgo(latest(known), now))
+				rng.From.Format(dayMinute), rng.To.Format(dayMinute), humanAgo(latest(known), now))
 		}
 		return render(c, http.StatusOK, views.Overview(v))
 	}
@@ -395,7 +395,7 @@ func overviewChart(ov analysis.Overview) *views.Chart {
 	}
 	rows := make([][]string, len(ov.Buckets))
 	for i, t := range ov.Buckets {
-		row := []string{t.UTC().Format("2 Jan 15:04:05")}
+		row := []string{t.UTC().Format(dayMinute + ":05")}
 		for _, s := range services {
 			row = append(row, humanMs(s.Trend[i]))
 		}

@@ -399,9 +399,7 @@ func (s *Server) requestDetailPage(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusNotFound, msg)
 	}
 	v := traceDetailView(id, spans, reqs, time.Now().UTC())
-	tok, _ := c.Get(ctxCSRF).(string)
-	v.Share = &views.ShareBox{CSRF: tok, Path: share.TracePath(id), Expiry: expiryOptions(),
-		Summary: "Freeze this trace into a link anyone can open, without logging in; it outlives the spans' retention"}
+	v.Share = shareBox(c, share.TracePath(id), "Freeze this trace into a link anyone can open, without logging in; it outlives the spans' retention")
 	v.Page = s.page(c, "Trace "+id[:8]+"…", "requests")
 	return render(c, http.StatusOK, views.RequestDetail(v))
 }
