@@ -3,13 +3,12 @@ package clickhouse
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tokenpath/tokenpath/store/clickhouse/chtest"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
@@ -119,7 +118,7 @@ func TestEmbeddedNicesMerges(t *testing.T) {
 	}
 	// The engine sets nice values only with CAP_SYS_NICE (bit 23 of the
 	// effective capabilities); without it merges keep the default.
-	if !capSysNice() {
+	if !chtest.CanNice() {
 		t.Logf("no CAP_SYS_NICE: the engine runs merges at the default priority")
 		return
 	}
@@ -134,8 +133,10 @@ func TestEmbeddedNicesMerges(t *testing.T) {
 			t.Fatal(err)
 		}
 		for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-			for _, nice := range threadNices("MergeMutate") {
-				seen[nice] = true
+			for _, th := range chtest.Threads() {
+				if strings.HasPrefix(th.Comm, "MergeMutate") {
+					seen[th.Nice] = true
+				}
 			}
 			if seen[mergeNice] {
 				return
@@ -143,32 +144,6 @@ func TestEmbeddedNicesMerges(t *testing.T) {
 		}
 	}
 	t.Errorf("no merge thread ran at nice %d in 90 s of inserts (nice values seen: %v)", mergeNice, seen)
-}
-
-// threadNices maps this process's threads named name (a prefix of their
-// comm) to their nice values, read from /proc.
-func threadNices(name string) map[int]int {
-	out := map[int]int{}
-	tasks, _ := os.ReadDir("/proc/self/task")
-	for _, task := range tasks {
-		comm, err := os.ReadFile("/proc/self/task/" + task.Name() + "/comm")
-		if err != nil || !strings.HasPrefix(strings.TrimSpace(string(comm)), name) {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/self/task/" + task.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// After the comm's closing parenthesis: state is field 3, nice 19.
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) < 17 {
-			continue
-		}
-		tid, _ := strconv.Atoi(task.Name())
-		nice, _ := strconv.Atoi(fields[16])
-		out[tid] = nice
-	}
-	return out
 }
 
 // Statements run side by side on the pool's connections: one answers (and
@@ -306,19 +281,4 @@ func TestPingWhileBusy(t *testing.T) {
 	if err == nil {
 		t.Fatal("ping of a wedged engine succeeded")
 	}
-}
-
-// capSysNice reports whether this process may set threads' nice values.
-func capSysNice() bool {
-	status, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if hex, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			caps, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
-			return err == nil && caps&(1<<23) != 0
-		}
-	}
-	return false
 }
