@@ -68,21 +68,19 @@ func (c *Cache) ProjectForKey(ctx context.Context, key string) (int64, error) {
 	now := time.Now()
 	c.mu.Lock()
 	e, ok := c.entries[h]
-	// One flight per key and generation: callers after a Forget do not
-	// join a lookup that began before it.
-	flight, gen := fmt.Sprintf("%x/%d", h, c.gen), c.gen
+	gen := c.gen
 	if ok && now.Before(e.expires) {
 		if e.err == nil && !e.renewing && e.expires.Sub(now) < c.TTL/3 {
 			e.renewing = true
 			c.entries[h] = e
-			c.lookups.DoChan(flight, func() (any, error) { return c.lookup(h, key, gen) })
+			c.lookups.DoChan(flight(h, gen), func() (any, error) { return c.lookup(h, key, gen) })
 		}
 		c.mu.Unlock()
 		return e.project, e.err
 	}
 	c.mu.Unlock()
 	select {
-	case r := <-c.lookups.DoChan(flight, func() (any, error) { return c.lookup(h, key, gen) }):
+	case r := <-c.lookups.DoChan(flight(h, gen), func() (any, error) { return c.lookup(h, key, gen) }):
 		if r.Err != nil {
 			return 0, r.Err
 		}
@@ -92,6 +90,10 @@ func (c *Cache) ProjectForKey(ctx context.Context, key string) (int64, error) {
 		return 0, ctx.Err()
 	}
 }
+
+// flight names the lookup of a key in generation gen: one at a time per
+// key, and callers after a Forget do not join one that began before it.
+func flight(h [32]byte, gen uint64) string { return fmt.Sprintf("%x/%d", h, gen) }
 
 // lookup asks PostgreSQL for the key's project and caches the answer
 // unless Forget ran since generation gen began; the error is store
