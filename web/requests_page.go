@@ -398,7 +398,7 @@ func (s *Server) requestDetailPage(c echo.Context) error {
 		}
 		return echo.NewHTTPError(http.StatusNotFound, msg)
 	}
-	v := traceDetailView(id, spans, reqs, time.Now().UTC())
+	v := traceDetailView(id, spans, reqs, time.Now().UTC(), true)
 	v.Share = shareBox(c, share.TracePath(id), "Freeze this trace into a link anyone can open, without logging in; it outlives the spans' retention")
 	v.Page = s.page(c, "Trace "+id[:8]+"…", "requests")
 	return render(c, http.StatusOK, views.RequestDetail(v))
@@ -435,8 +435,8 @@ func notATraceID(raw string) string {
 
 // traceDetailView lays a trace out: spans in tree order on one time line, the
 // LLM calls' components on their spans.
-func traceDetailView(id string, spans []telemetry.Span, reqs []telemetry.LLMRequest, now time.Time) views.RequestDetailView {
-	v := views.RequestDetailView{TraceID: id}
+func traceDetailView(id string, spans []telemetry.Span, reqs []telemetry.LLMRequest, now time.Time, live bool) views.RequestDetailView {
+	v := views.RequestDetailView{TraceID: id, Live: live}
 	sort.SliceStable(reqs, func(i, j int) bool {
 		if reqs[i].CallIndex != reqs[j].CallIndex {
 			return reqs[i].CallIndex < reqs[j].CallIndex

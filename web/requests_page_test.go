@@ -199,6 +199,8 @@ func TestRequestDetailPage(t *testing.T) {
 
 	// The bar of the LLM call starts at 100 ms of 1.7 s (5.882 %).
 	contains(t, "bar position", body, `x="5.882%"`)
+	// The live page links back into the app (a shared copy does not).
+	contains(t, "links into the app", body, `<a href="/requests">Requests</a>`, "Diagnose this service")
 
 	// The server's span shows its own split where it fell in its span (it
 	// starts at 110 ms; its first token at 560 ms) and links to the call.

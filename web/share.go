@@ -297,8 +297,7 @@ func (s *Server) sharedSnapshot(c echo.Context) error {
 		}
 		// The trace page itself (requests_page.go), from the frozen rows; the
 		// layout's notice carries the snapshot banner.
-		v := traceDetailView(snap.Trace.TraceID, snap.Trace.Spans, snap.Trace.Requests, snap.TakenAt)
-		v.Snapshot = true
+		v := traceDetailView(snap.Trace.TraceID, snap.Trace.Spans, snap.Trace.Requests, snap.TakenAt, false)
 		p.Notice = joinSentences("Snapshot taken at "+info.TakenAt+" of "+info.Of+
 			". It is frozen: it shows what the page said then, even after the data is gone.", info.Expires, info.Behind, p.Notice)
 		v.Page = p

@@ -25,9 +25,9 @@ type RequestDetailView struct {
 	Note string
 	// Share is the live page's "Share snapshot" form; nil on a snapshot.
 	Share *ShareBox
-	// Snapshot is a frozen copy read without login: no links into the
-	// app (its banner offers the live page).
-	Snapshot bool
+	// Live is the page itself; false on a frozen copy read without login,
+	// which has no links into the app (its banner offers the live page).
+	Live bool
 }
 
 // Fact is a labelled figure of a summary list.
@@ -146,7 +146,7 @@ func RequestDetail(v RequestDetailView) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			if !v.Snapshot {
+			if v.Live {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<nav class=\"crumbs\" aria-label=\"Breadcrumb\"><a href=\"/requests\">Requests</a> <span aria-hidden=\"true\">›</span> <span class=\"mono\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
@@ -866,7 +866,7 @@ func RequestDetail(v RequestDetailView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				if !v.Snapshot {
+				if v.Live {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 70, "<a href=\"")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
