@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -169,6 +170,7 @@ func TestTracesWireMatchesGenerated(t *testing.T) {
 		"shapes":        traceRequest(nil, shapes...),
 		"conventions":   traceRequest([]*commonpb.KeyValue{str("service.name", "vllm"), str("host.name", "h")}, vllm, client),
 		"rejects":       traceRequest(nil, bad, vllm, future, bad, bad, bad, bad, bad),
+		"only rejects":  traceRequest(nil, bad, future),
 		"no resource":   noResource,
 		"empty":         &coltracepb.ExportTraceServiceRequest{},
 		"empty service": traceRequest([]*commonpb.KeyValue{str("service.name", "")}, client),
@@ -462,5 +464,50 @@ func TestTracesWireAttrs(t *testing.T) {
 	}
 	if _, ok := TracesWireAttrs(7, ss(span, spoilt), now, Limits{}); ok {
 		t.Error("an invalid UTF-8 key after a valid one at the same position was taken")
+	}
+}
+
+// TestTracesWireSizesSpansOnce: the spans slice is allocated once, at the
+// export's span count over all its resources and scopes, and a body of
+// spans that are all rejected does not make it allocate for them.
+func TestTracesWireSizesSpansOnce(t *testing.T) {
+	var spans []*tracepb.Span
+	for i := range 300 {
+		spans = append(spans, newSpan(fmt.Sprint("span ", i), str("k", "v")))
+	}
+	req := traceRequest(nil, spans[:100]...)
+	req.ResourceSpans = append(req.ResourceSpans, &tracepb.ResourceSpans{
+		ScopeSpans: []*tracepb.ScopeSpans{{Spans: spans[100:200]}, {Spans: spans[200:]}},
+	})
+	body, err := proto.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, ok := TracesWireAttrs(7, body, now, Limits{})
+	if !ok || len(res.Spans) != 300 || cap(res.Spans) != 300 {
+		t.Fatalf("ok=%v, %d spans in a slice of %d, want 300 in 300", ok, len(res.Spans), cap(res.Spans))
+	}
+	res.Attrs.Release()
+
+	// 2 bytes a span on the wire, ~400 in memory: sized by their count,
+	// 512k empty spans would take 200 MiB before being rejected.
+	empty := make([]*tracepb.Span, 1<<19)
+	for i := range empty {
+		empty[i] = &tracepb.Span{}
+	}
+	body, err = proto.Marshal(traceRequest(nil, empty...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	res, ok = TracesWireAttrs(7, body, now, Limits{})
+	runtime.ReadMemStats(&after)
+	if !ok || len(res.Spans) != 0 || res.Rejected != int64(len(empty)) {
+		t.Fatalf("ok=%v, %d spans kept, %d rejected of %d", ok, len(res.Spans), res.Rejected, len(empty))
+	}
+	res.Attrs.Release()
+	if got := after.TotalAlloc - before.TotalAlloc; got > 48<<20 {
+		t.Errorf("reading %d KiB of empty spans allocated %d MiB", len(body)>>10, got>>20)
 	}
 }
