@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -234,6 +235,9 @@ type spanBlock struct {
 	tenant proto.ColStr
 	input  proto.Input
 	buf    proto.Buffer
+	// rowBytes is the size of a row in the last block encoded, which
+	// sizes the next one's buffer.
+	rowBytes int
 }
 
 var spanBlocks = sync.Pool{New: func() any { return newSpanBlock() }}
@@ -481,7 +485,7 @@ func EncodeSpansAttrs(spans []telemetry.Span, attrs *SpanAttrs) ([]byte, error) 
 	b := spanBlocks.Get().(*spanBlock)
 	defer func() { b.reset(); spanBlocks.Put(b) }()
 	b.input[b.attrsAt].Data = &b.flatAttrs
-	b.flatAttrs.begin(len(attrs.Names))
+	b.flatAttrs.begin(attrs)
 	roles := contextRoles(attrs.Names)
 	from := 0
 	for i := range spans {
@@ -513,8 +517,12 @@ var (
 	_ proto.Resettable   = (*attrsColumn)(nil)
 )
 
-func (c *attrsColumn) begin(names int) {
-	c.dictOf = append(c.dictOf[:0], make([]uint32, names)...)
+// begin readies c for a's spans, sized for all of a's entries at once
+// (values up to 16 KiB have a length of one or two bytes).
+func (c *attrsColumn) begin(a *SpanAttrs) {
+	c.dictOf = append(c.dictOf[:0], make([]uint32, len(a.Names))...)
+	c.keys = slices.Grow(c.keys[:0], len(a.Keys))
+	c.values = slices.Grow(c.values[:0], len(a.Values)+2*len(a.Keys))
 }
 
 func (c *attrsColumn) append(a *SpanAttrs, from, to int) {
@@ -591,12 +599,21 @@ func (c *attrsColumn) Reset() {
 	c.keys, c.values, c.dictOf = c.keys[:0], c.values[:0], c.dictOf[:0]
 }
 
+// encode renders the block into a buffer of its own, which the caller
+// keeps: copying ~1 MiB out of a pooled buffer cost as much as encoding
+// into a fresh one sized from the last block.
 func (b *spanBlock) encode(rows int) ([]byte, error) {
+	b.buf.Buf = make([]byte, 0, rows*b.rowBytes*9/8+4096)
 	blk := proto.Block{Columns: len(b.input), Rows: rows}
 	if err := blk.EncodeRawBlock(&b.buf, 0, b.input); err != nil {
 		return nil, fmt.Errorf("encode spans: %w", err)
 	}
-	return append([]byte(nil), b.buf.Buf...), nil
+	out := b.buf.Buf
+	b.buf.Buf = nil
+	if rows > 0 {
+		b.rowBytes = len(out) / rows
+	}
+	return out, nil
 }
 
 // spanColumnNames are the columns EncodeSpans writes, in order.
