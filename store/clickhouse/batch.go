@@ -599,9 +599,9 @@ func (c *attrsColumn) Reset() {
 	c.keys, c.values, c.dictOf = c.keys[:0], c.values[:0], c.dictOf[:0]
 }
 
-// encode renders the block into a buffer of its own, which the caller
-// keeps: copying ~1 MiB out of a pooled buffer cost as much as encoding
-// into a fresh one sized from the last block.
+// encode renders the block into a buffer the caller keeps, so the block
+// (~1 MiB for 1000 spans) is not copied out of a pooled one; the buffer
+// is sized from the last block's bytes a row, so it rarely grows.
 func (b *spanBlock) encode(rows int) ([]byte, error) {
 	b.buf.Buf = make([]byte, 0, rows*b.rowBytes*9/8+4096)
 	blk := proto.Block{Columns: len(b.input), Rows: rows}
