@@ -73,14 +73,14 @@ func (c *Cache) ProjectForKey(ctx context.Context, key string) (int64, error) {
 		if e.err == nil && !e.renewing && e.expires.Sub(now) < c.TTL/3 {
 			e.renewing = true
 			c.entries[h] = e
-			c.lookups.DoChan(flight(h, gen), func() (any, error) { return c.lookup(h, key, gen) })
+			c.lookupOnce(h, key, gen)
 		}
 		c.mu.Unlock()
 		return e.project, e.err
 	}
 	c.mu.Unlock()
 	select {
-	case r := <-c.lookups.DoChan(flight(h, gen), func() (any, error) { return c.lookup(h, key, gen) }):
+	case r := <-c.lookupOnce(h, key, gen):
 		if r.Err != nil {
 			return 0, r.Err
 		}
@@ -91,9 +91,12 @@ func (c *Cache) ProjectForKey(ctx context.Context, key string) (int64, error) {
 	}
 }
 
-// flight names the lookup of a key in generation gen: one at a time per
-// key, and callers after a Forget do not join one that began before it.
-func flight(h [32]byte, gen uint64) string { return fmt.Sprintf("%x/%d", h, gen) }
+// lookupOnce starts the lookup of a key in generation gen, or joins the
+// one under way: one at a time per key, and callers after a Forget do
+// not join one that began before it.
+func (c *Cache) lookupOnce(h [32]byte, key string, gen uint64) <-chan singleflight.Result {
+	return c.lookups.DoChan(fmt.Sprintf("%x/%d", h, gen), func() (any, error) { return c.lookup(h, key, gen) })
+}
 
 // lookup asks PostgreSQL for the key's project and caches the answer
 // unless Forget ran since generation gen began; the error is store
