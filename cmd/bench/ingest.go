@@ -510,6 +510,7 @@ type rssPeak struct {
 	HeapInuse, EngineHeld     float64
 	AllocResident, AllocDirty float64
 	EngineUses                map[string]float64
+	SpansMerges, SpansMerging float64
 }
 
 // sampler reads the server each second from a phase's start until it
@@ -552,7 +553,8 @@ func startSampler(ctx context.Context, web string, pid int, acked *atomic.Int64,
 		}
 		if mem.RSS > peak.RSS {
 			*peak = rssPeak{RSS: mem.RSS, File: mem.File, HeapInuse: m.HeapInuse, EngineHeld: m.Engine,
-				AllocResident: m.AllocResident, AllocDirty: m.AllocDirty, EngineUses: m.EngineUses}
+				AllocResident: m.AllocResident, AllocDirty: m.AllocDirty, EngineUses: m.EngineUses,
+				SpansMerges: m.SpansMerges, SpansMerging: m.SpansMerging}
 		}
 	}
 	record()

@@ -275,7 +275,9 @@ type serverMetrics struct {
 	WriteSecs   float64
 	HeapInuse   float64
 	SpansParts  float64 // active parts of spans (merges behind inserts)
-	Engine      float64 // the engine's tracked memory, bytes
+	// Merges of spans running, and the parts they read.
+	SpansMerges, SpansMerging float64
+	Engine                    float64 // the engine's tracked memory, bytes
 	// The engine's allocator: resident pages, and of them the dirty ones
 	// (freed, kept for reuse), bytes.
 	AllocResident, AllocDirty float64
@@ -373,6 +375,10 @@ func scrapeMetrics(ctx context.Context, webAddr string) (serverMetrics, error) {
 			m.HeapInuse = v
 		case `tokenpath_clickhouse_active_parts{table="spans"}`:
 			m.SpansParts = v
+		case `tokenpath_clickhouse_merges{table="spans"}`:
+			m.SpansMerges = v
+		case `tokenpath_clickhouse_merging_parts{table="spans"}`:
+			m.SpansMerging = v
 		case "tokenpath_clickhouse_memory_tracked_bytes":
 			m.Engine = v
 		case `tokenpath_clickhouse_allocator_bytes{state="resident"}`:

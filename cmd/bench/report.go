@@ -250,6 +250,9 @@ func (p rssPeak) describe() string {
 	if p.EngineHeld > 0 {
 		engine = fmt.Sprintf("engine tracked %.0f MiB%s", p.EngineHeld/(1<<20), memoryUses(p.EngineUses))
 	}
+	if p.SpansMerges > 0 {
+		engine += fmt.Sprintf(", %.0f merges of spans running over %.0f parts", p.SpansMerges, p.SpansMerging)
+	}
 	if p.AllocResident > 0 {
 		engine += fmt.Sprintf(", engine allocator resident %.0f MiB of which %.0f MiB dirty (freed, kept for reuse)",
 			p.AllocResident/(1<<20), p.AllocDirty/(1<<20))

@@ -16,6 +16,11 @@ import (
 //   - tokenpath_clickhouse_active_parts{table}: parts per table. Merges run
 //     behind inserts, and parts piling up is ClickHouse's classic failure
 //     ("too many parts"): the gauge to watch and alert on.
+//   - tokenpath_clickhouse_merges{table} and
+//     tokenpath_clickhouse_merging_parts{table}: the merges running and
+//     the parts they read. A merge's memory grows with the parts it reads
+//     at once, so these tell whether a high merges figure below is one
+//     wide merge or several.
 //   - tokenpath_clickhouse_memory_tracked_bytes: what the engine's memory
 //     tracker counts (queries, inserts, merges, caches); with the embedded
 //     engine it shares the process's RSS with the Go heap.
@@ -31,6 +36,7 @@ type engineCollector struct {
 	store                   *Store
 	log                     *slog.Logger
 	parts, memo, alloc, use *prometheus.Desc
+	merges, merging         *prometheus.Desc
 }
 
 // memoryUses names the engine's figures behind
@@ -54,6 +60,14 @@ UNION ALL SELECT u.1, u.2 FROM (SELECT arrayJoin([
 	('query_condition_cache', toInt64(sumIf(value, metric = 'QueryConditionCacheBytes'))),
 	('tracked', toInt64(sumIf(value, metric = 'MemoryTracking')))]) AS u FROM system.metrics)` + scrapeSettings
 
+// partsSQL reads each table's active parts and its running merges, 0
+// for a table with none, so the merge gauges are there before the first
+// merge.
+const partsSQL = `SELECT p.table AS table, p.n AS n, toInt64(m.merges) AS merges, toInt64(m.merging) AS merging
+FROM (SELECT table, count() AS n FROM system.parts WHERE database = currentDatabase() AND active GROUP BY table) AS p
+LEFT JOIN (SELECT table, count() AS merges, sum(num_parts) AS merging FROM system.merges WHERE database = currentDatabase() GROUP BY table) AS m
+ON p.table = m.table ORDER BY table` + scrapeSettings
+
 // scrapeSettings run a scrape's statements on one thread: the system
 // tables hold a few hundred rows, and spreading them over the engine's
 // threads costs more than it saves. With the uses read in one statement,
@@ -67,6 +81,10 @@ func NewEngineCollector(s *Store, log *slog.Logger) prometheus.Collector {
 	return &engineCollector{store: s, log: log,
 		parts: prometheus.NewDesc("tokenpath_clickhouse_active_parts",
 			"Active data parts per ClickHouse table (merges fold them; inserts slow down when too many pile up).", []string{"table"}, nil),
+		merges: prometheus.NewDesc("tokenpath_clickhouse_merges",
+			"Background merges running per ClickHouse table.", []string{"table"}, nil),
+		merging: prometheus.NewDesc("tokenpath_clickhouse_merging_parts",
+			"Parts the running merges of each ClickHouse table read (a merge's memory grows with the parts it reads at once).", []string{"table"}, nil),
 		memo: prometheus.NewDesc("tokenpath_clickhouse_memory_tracked_bytes",
 			"Memory ClickHouse's tracker counts (system.metrics MemoryTracking): queries, inserts, merges, caches.", nil, nil),
 		alloc: prometheus.NewDesc("tokenpath_clickhouse_allocator_bytes",
@@ -77,6 +95,8 @@ func NewEngineCollector(s *Store, log *slog.Logger) prometheus.Collector {
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.parts
+	ch <- c.merges
+	ch <- c.merging
 	ch <- c.memo
 	ch <- c.alloc
 	ch <- c.use
@@ -89,14 +109,17 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(Interactive(context.Background()), 2*time.Second)
 	defer cancel()
-	r, err := c.store.Query(ctx, "SELECT table, count() AS n FROM system.parts WHERE database = currentDatabase() AND active GROUP BY table ORDER BY table"+scrapeSettings)
+	r, err := c.store.Query(ctx, partsSQL)
 	if err != nil {
-		c.log.Warn("read active parts for /metrics", "err", err)
+		c.log.Warn("read active parts and merges for /metrics", "err", err)
 		return
 	}
 	for i := range r.Len() {
 		w := r.Row(i)
-		ch <- prometheus.MustNewConstMetric(c.parts, prometheus.GaugeValue, float64(w.Int("n")), w.String("table"))
+		table := w.String("table")
+		ch <- prometheus.MustNewConstMetric(c.parts, prometheus.GaugeValue, float64(w.Int("n")), table)
+		ch <- prometheus.MustNewConstMetric(c.merges, prometheus.GaugeValue, float64(w.Int("merges")), table)
+		ch <- prometheus.MustNewConstMetric(c.merging, prometheus.GaugeValue, float64(w.Int("merging")), table)
 	}
 	if r, err = c.store.Query(ctx, memoryUsesSQL); err != nil {
 		c.log.Warn("read memory by use for /metrics", "err", err)

@@ -21,6 +21,7 @@ func TestEngineCollector(t *testing.T) {
 	reg.MustRegister(NewEngineCollector(s, quietLog), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var tracked, rss float64
 	alloc, uses := map[string]float64{}, map[string]float64{}
+	merges, merging := map[string]float64{}, map[string]float64{}
 	gauge := func() map[string]float64 {
 		families, err := reg.Gather()
 		if err != nil {
@@ -40,6 +41,14 @@ func TestEngineCollector(t *testing.T) {
 			case "tokenpath_clickhouse_memory_bytes":
 				for _, m := range f.GetMetric() {
 					uses[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+				}
+			case "tokenpath_clickhouse_merges", "tokenpath_clickhouse_merging_parts":
+				into := merges
+				if f.GetName() == "tokenpath_clickhouse_merging_parts" {
+					into = merging
+				}
+				for _, m := range f.GetMetric() {
+					into[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
 				}
 			}
 			if f.GetName() != "tokenpath_clickhouse_active_parts" {
@@ -88,6 +97,15 @@ func TestEngineCollector(t *testing.T) {
 	}
 	if len(got) != r.Len() {
 		t.Errorf("gauge has %d tables, system.parts %d: %v", len(got), r.Len(), got)
+	}
+	// Every table has its merge gauges, at 0 while spans' merges are
+	// stopped and the other tables' small parts are long merged.
+	for table := range got {
+		m, okm := merges[table]
+		p, okp := merging[table]
+		if !okm || !okp || (table == "spans" && (m != 0 || p != 0)) {
+			t.Errorf("%s: merges %v (%v), merging parts %v (%v); want both, 0 for spans", table, m, okm, p, okp)
+		}
 	}
 	// The engine holds at least its caches and this test's parts' marks;
 	// all of it is in this process's memory.
