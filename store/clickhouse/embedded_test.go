@@ -88,8 +88,9 @@ func TestEmbeddedCapsDirtyPages(t *testing.T) {
 	}
 }
 
-// The engine starts no new merge while merges hold mergeMemorySoftLimit:
-// the setting it started with, read back.
+// The engine starts no new merge while merges hold mergeMemorySoftLimit,
+// and runs one merge per merge thread: the settings it started with, read
+// back.
 func TestEmbeddedCapsMergeMemory(t *testing.T) {
 	s := openTemp(t, t.TempDir())
 	defer s.Close()
@@ -99,6 +100,13 @@ func TestEmbeddedCapsMergeMemory(t *testing.T) {
 	}
 	if r.Len() != 1 || r.Row(0).Int("limit") != mergeMemorySoftLimit {
 		t.Errorf("merges_mutations_memory_usage_soft_limit = %v, want %d", r.Rows, mergeMemorySoftLimit)
+	}
+	// One merge per merge thread, not the default two interleaved.
+	if r, err = s.Query(context.Background(), "SELECT toInt64(value) AS ratio FROM system.server_settings WHERE name = 'background_merges_mutations_concurrency_ratio'"); err != nil {
+		t.Fatal(err)
+	}
+	if r.Len() != 1 || r.Row(0).Int("ratio") != mergesPerThread {
+		t.Errorf("background_merges_mutations_concurrency_ratio = %v, want %d", r.Rows, mergesPerThread)
 	}
 }
 

@@ -303,8 +303,9 @@ func TestClusterDDLParses(t *testing.T) {
 }
 
 // The embedded engine merges spans with a larger fan-in (fewer rewrites of
-// each row) and writes parts up to 64 MiB compact, also on a store migrated
-// before the settings existed.
+// each row) but at most 30 parts at once (a merge's memory), and writes
+// parts up to 64 MiB compact, also on a store migrated before the settings
+// existed.
 func TestSpansMergeTuning(t *testing.T) {
 	ctx := context.Background()
 	s := openTemp(t, t.TempDir())
@@ -317,13 +318,13 @@ func TestSpansMergeTuning(t *testing.T) {
 		}
 		return r.Row(0).String("q")
 	}
-	want := []string{"merge_selector_base = 25", "min_bytes_for_wide_part = 67108864"}
+	want := []string{"merge_selector_base = 25", "min_bytes_for_wide_part = 67108864", "max_parts_to_merge_at_once = 30"}
 	for _, w := range want {
 		if q := setting(); !strings.Contains(q, w) {
 			t.Fatalf("spans lacks %s:\n%s", w, q)
 		}
 	}
-	if err := s.Exec(ctx, "ALTER TABLE spans RESET SETTING merge_selector_base, min_bytes_for_wide_part"); err != nil {
+	if err := s.Exec(ctx, "ALTER TABLE spans RESET SETTING merge_selector_base, min_bytes_for_wide_part, max_parts_to_merge_at_once"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Migrate(ctx); err != nil {
