@@ -61,9 +61,9 @@ UNION ALL SELECT u.1, u.2 FROM (SELECT arrayJoin([
 	('tracked', toInt64(sumIf(value, metric = 'MemoryTracking')))]) AS u FROM system.metrics)` + scrapeSettings
 
 // partsSQL reads each table's active parts and its running merges, 0
-// for a table with none, so the merge gauges are there before the first
-// merge.
-const partsSQL = `SELECT p.table AS table, p.n AS n, toInt64(m.merges) AS merges, toInt64(m.merging) AS merging
+// for a table with none (also where a profile sets join_use_nulls), so
+// the merge gauges are there before the first merge.
+const partsSQL = `SELECT p.table AS table, p.n AS n, toInt64(ifNull(m.merges, 0)) AS merges, toInt64(ifNull(m.merging, 0)) AS merging
 FROM (SELECT table, count() AS n FROM system.parts WHERE database = currentDatabase() AND active GROUP BY table) AS p
 LEFT JOIN (SELECT table, count() AS merges, sum(num_parts) AS merging FROM system.merges WHERE database = currentDatabase() GROUP BY table) AS m
 ON p.table = m.table ORDER BY table` + scrapeSettings

@@ -98,8 +98,8 @@ func TestEngineCollector(t *testing.T) {
 	if len(got) != r.Len() {
 		t.Errorf("gauge has %d tables, system.parts %d: %v", len(got), r.Len(), got)
 	}
-	// Every table has its merge gauges, at 0 while spans' merges are
-	// stopped and the other tables' small parts are long merged.
+	// Every table has its merge gauges; spans' are 0 while its merges are
+	// stopped.
 	for table := range got {
 		m, okm := merges[table]
 		p, okp := merging[table]
