@@ -174,6 +174,12 @@ type wireReader struct {
 	// scratch, reused span to span
 	kvs   []wireKV
 	attrs [][]byte
+	// conv holds the current span's convention attributes for the rules
+	// (spanView.attrs), and values the AnyValues they point to: the rules
+	// keep neither past the span, so both are refilled span to span
+	// instead of allocating a map and two structs an attribute.
+	conv   map[string]*commonpb.AnyValue
+	values anyValues
 }
 
 // posKeys are the last distinct keys read at one position of a span's
@@ -482,13 +488,18 @@ func (w *wireReader) span(msg []byte) (telemetry.Span, string, bool) {
 	// As convertSpan: convention keys from all attributes, then the map.
 	// Most spans have none: their view needs no map.
 	var view spanView
+	w.values.reset()
 	for i := range w.kvs {
 		kv := &w.kvs[i]
 		if kv.key.convention {
 			if view.attrs == nil {
-				view.attrs = make(map[string]*commonpb.AnyValue, 8)
+				if w.conv == nil {
+					w.conv = make(map[string]*commonpb.AnyValue, 8)
+				}
+				clear(w.conv)
+				view.attrs = w.conv
 			}
-			view.attrs[kv.key.name] = kv.anyValue()
+			view.attrs[kv.key.name] = w.values.of(kv)
 		}
 		view.server = view.server || kv.key.latency
 	}
@@ -730,6 +741,52 @@ func (kv *wireKV) anyValue() *commonpb.AnyValue {
 		return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValueStrindex{StringValueStrindex: int32(kv.num)}}
 	}
 	return &commonpb.AnyValue{}
+}
+
+// anyValues hands out the AnyValues of one span's convention attributes
+// (kv.anyValue's), from slices reused span to span.
+type anyValues struct {
+	n       int
+	values  []commonpb.AnyValue
+	strs    []commonpb.AnyValue_StringValue
+	ints    []commonpb.AnyValue_IntValue
+	doubles []commonpb.AnyValue_DoubleValue
+	bools   []commonpb.AnyValue_BoolValue
+}
+
+// reset makes every value handed out so far free to be handed out again.
+func (a *anyValues) reset() {
+	a.n = 0
+	a.strs, a.ints, a.doubles, a.bools = a.strs[:0], a.ints[:0], a.doubles[:0], a.bools[:0]
+}
+
+// of is kv.anyValue(), the common scalars without allocating once the
+// slices have grown. A string is still copied: the rules' results keep it.
+func (a *anyValues) of(kv *wireKV) *commonpb.AnyValue {
+	if !kv.set || kv.kind < 1 || kv.kind > 4 {
+		return kv.anyValue()
+	}
+	if a.n == len(a.values) {
+		// Grown, not appended to: earlier values are pointed to.
+		a.values = make([]commonpb.AnyValue, max(2*len(a.values), 16))
+	}
+	v := &a.values[a.n]
+	a.n++
+	switch kv.kind {
+	case 1:
+		a.strs = append(a.strs, commonpb.AnyValue_StringValue{StringValue: string(kv.str)})
+		*v = commonpb.AnyValue{Value: &a.strs[len(a.strs)-1]}
+	case 2:
+		a.bools = append(a.bools, commonpb.AnyValue_BoolValue{BoolValue: kv.num != 0})
+		*v = commonpb.AnyValue{Value: &a.bools[len(a.bools)-1]}
+	case 3:
+		a.ints = append(a.ints, commonpb.AnyValue_IntValue{IntValue: int64(kv.num)})
+		*v = commonpb.AnyValue{Value: &a.ints[len(a.ints)-1]}
+	case 4:
+		a.doubles = append(a.doubles, commonpb.AnyValue_DoubleValue{DoubleValue: math.Float64frombits(kv.num)})
+		*v = commonpb.AnyValue{Value: &a.doubles[len(a.doubles)-1]}
+	}
+	return v
 }
 
 // appendValue appends valueString(kv.anyValue(), max) to b without
