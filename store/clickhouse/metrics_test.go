@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -155,5 +156,62 @@ decaying:  time       npages       sweeps     madvises       purged
 	}
 	if _, ok := parseJemallocStats("Allocated: 1, active: 2"); ok {
 		t.Error("a report without the totals' fields parsed")
+	}
+}
+
+// The merge gauges count a running merge and the parts it reads. The
+// table merges one row a block (merge_max_block_size 1), so the merge of
+// its three parts runs long enough (~1 s here) to be seen.
+func TestEngineCollectorCountsMerges(t *testing.T) {
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+	ctx := context.Background()
+	for _, q := range []string{
+		"CREATE TABLE slow_merge (x UInt64) ENGINE = MergeTree ORDER BY x SETTINGS merge_max_block_size = 1",
+		"SYSTEM STOP MERGES slow_merge",
+		"INSERT INTO slow_merge SELECT number FROM numbers(200000)",
+		"INSERT INTO slow_merge SELECT number FROM numbers(200000)",
+		"INSERT INTO slow_merge SELECT number FROM numbers(200000)",
+		"SYSTEM START MERGES slow_merge",
+	} {
+		if err := s.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewEngineCollector(s, quietLog))
+	gauges := func() (merges, parts float64) {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			into := map[string]*float64{"tokenpath_clickhouse_merges": &merges, "tokenpath_clickhouse_merging_parts": &parts}[f.GetName()]
+			for _, m := range f.GetMetric() {
+				if into != nil && m.GetLabel()[0].GetValue() == "slow_merge" {
+					*into = m.GetGauge().GetValue()
+				}
+			}
+		}
+		return merges, parts
+	}
+	if m, p := gauges(); m != 0 || p != 0 {
+		t.Fatalf("before the merge: %v merges over %v parts, want 0 and 0", m, p)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Exec(ctx, "OPTIMIZE TABLE slow_merge FINAL") }()
+	for {
+		select {
+		case err := <-done:
+			t.Fatalf("the merge ended (err %v) and the gauges never showed it running over 3 parts", err)
+		default:
+		}
+		if m, p := gauges(); m == 1 && p == 3 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
