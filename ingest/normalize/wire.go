@@ -718,33 +718,8 @@ func (w *wireReader) anyValue(kv *wireKV, msg []byte) bool {
 	})
 }
 
-// anyValue is kv's value as the generated decoder builds it (nil when the
-// KeyValue had none).
-func (kv *wireKV) anyValue() *commonpb.AnyValue {
-	if !kv.set {
-		return nil
-	}
-	switch kv.kind {
-	case 1:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: string(kv.str)}}
-	case 2:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{BoolValue: kv.num != 0}}
-	case 3:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: int64(kv.num)}}
-	case 4:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: math.Float64frombits(kv.num)}}
-	case 5, 6:
-		return kv.value
-	case 7:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_BytesValue{BytesValue: append([]byte{}, kv.str...)}}
-	case 8:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValueStrindex{StringValueStrindex: int32(kv.num)}}
-	}
-	return &commonpb.AnyValue{}
-}
-
-// anyValues hands out the AnyValues of one span's convention attributes
-// (kv.anyValue's), from slices reused span to span.
+// anyValues hands out the AnyValues of one span's convention attributes,
+// from slices reused span to span.
 type anyValues struct {
 	n       int
 	values  []commonpb.AnyValue
@@ -760,11 +735,24 @@ func (a *anyValues) reset() {
 	a.strs, a.ints, a.doubles, a.bools = a.strs[:0], a.ints[:0], a.doubles[:0], a.bools[:0]
 }
 
-// of is kv.anyValue(), the common scalars without allocating once the
-// slices have grown. A string is still copied: the rules' results keep it.
+// of is kv's value as the generated decoder builds it (nil when the
+// KeyValue had none). The common scalars come from the reused slices
+// once they have grown; a string is still copied, as the rules' results
+// keep it.
 func (a *anyValues) of(kv *wireKV) *commonpb.AnyValue {
-	if !kv.set || kv.kind < 1 || kv.kind > 4 {
-		return kv.anyValue()
+	if !kv.set {
+		return nil
+	}
+	switch kv.kind {
+	case 1, 2, 3, 4:
+	case 5, 6:
+		return kv.value
+	case 7:
+		return &commonpb.AnyValue{Value: &commonpb.AnyValue_BytesValue{BytesValue: append([]byte{}, kv.str...)}}
+	case 8:
+		return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValueStrindex{StringValueStrindex: int32(kv.num)}}
+	default:
+		return &commonpb.AnyValue{}
 	}
 	if a.n == len(a.values) {
 		// Grown, not appended to: earlier values are pointed to.
@@ -789,8 +777,8 @@ func (a *anyValues) of(kv *wireKV) *commonpb.AnyValue {
 	return v
 }
 
-// appendValue appends valueString(kv.anyValue(), max) to b without
-// building the AnyValue.
+// appendValue appends valueString of kv's value to b without building
+// the AnyValue.
 func (kv *wireKV) appendValue(b []byte, max int) []byte {
 	switch kv.kind {
 	case 1:
