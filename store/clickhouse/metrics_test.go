@@ -21,49 +21,13 @@ func TestEngineCollector(t *testing.T) {
 	// The process collector (as on /metrics) gives this process's RSS.
 	reg.MustRegister(NewEngineCollector(s, quietLog), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var tracked, rss float64
-	alloc, uses := map[string]float64{}, map[string]float64{}
-	merges, merging := map[string]float64{}, map[string]float64{}
+	var alloc, uses, merges, merging map[string]float64
 	gauge := func() map[string]float64 {
-		families, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]float64{}
-		for _, f := range families {
-			switch f.GetName() {
-			case "tokenpath_clickhouse_memory_tracked_bytes":
-				tracked = f.GetMetric()[0].GetGauge().GetValue()
-			case "process_resident_memory_bytes":
-				rss = f.GetMetric()[0].GetGauge().GetValue()
-			case "tokenpath_clickhouse_allocator_bytes":
-				for _, m := range f.GetMetric() {
-					alloc[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
-				}
-			case "tokenpath_clickhouse_memory_bytes":
-				for _, m := range f.GetMetric() {
-					uses[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
-				}
-			case "tokenpath_clickhouse_merges", "tokenpath_clickhouse_merging_parts":
-				into := merges
-				if f.GetName() == "tokenpath_clickhouse_merging_parts" {
-					into = merging
-				}
-				for _, m := range f.GetMetric() {
-					into[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
-				}
-			}
-			if f.GetName() != "tokenpath_clickhouse_active_parts" {
-				continue
-			}
-			for _, m := range f.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "table" {
-						out[l.GetValue()] = m.GetGauge().GetValue()
-					}
-				}
-			}
-		}
-		return out
+		g := gatherGauges(t, reg)
+		tracked, rss = g["tokenpath_clickhouse_memory_tracked_bytes"][""], g["process_resident_memory_bytes"][""]
+		alloc, uses = g["tokenpath_clickhouse_allocator_bytes"], g["tokenpath_clickhouse_memory_bytes"]
+		merges, merging = g["tokenpath_clickhouse_merges"], g["tokenpath_clickhouse_merging_parts"]
+		return g["tokenpath_clickhouse_active_parts"]
 	}
 	if err := s.Exec(ctx, "SYSTEM STOP MERGES spans"); err != nil {
 		t.Fatal(err)
@@ -159,6 +123,29 @@ decaying:  time       npages       sweeps     madvises       purged
 	}
 }
 
+// gatherGauges scrapes reg: each family's gauges by the value of their
+// one label ("" for a family without labels).
+func gatherGauges(t *testing.T, reg *prometheus.Registry) map[string]map[string]float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]float64{}
+	for _, f := range families {
+		byLabel := map[string]float64{}
+		for _, m := range f.GetMetric() {
+			label := ""
+			if l := m.GetLabel(); len(l) > 0 {
+				label = l[0].GetValue()
+			}
+			byLabel[label] = m.GetGauge().GetValue()
+		}
+		out[f.GetName()] = byLabel
+	}
+	return out
+}
+
 // The merge gauges count a running merge and the parts it reads. The
 // table merges one row a block (merge_max_block_size 1), so the merge of
 // its three parts runs long enough (~1 s here) to be seen.
@@ -181,19 +168,8 @@ func TestEngineCollectorCountsMerges(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewEngineCollector(s, quietLog))
 	gauges := func() (merges, parts float64) {
-		families, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range families {
-			into := map[string]*float64{"tokenpath_clickhouse_merges": &merges, "tokenpath_clickhouse_merging_parts": &parts}[f.GetName()]
-			for _, m := range f.GetMetric() {
-				if into != nil && m.GetLabel()[0].GetValue() == "slow_merge" {
-					*into = m.GetGauge().GetValue()
-				}
-			}
-		}
-		return merges, parts
+		g := gatherGauges(t, reg)
+		return g["tokenpath_clickhouse_merges"]["slow_merge"], g["tokenpath_clickhouse_merging_parts"]["slow_merge"]
 	}
 	if m, p := gauges(); m != 0 || p != 0 {
 		t.Fatalf("before the merge: %v merges over %v parts, want 0 and 0", m, p)
