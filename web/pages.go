@@ -11,7 +11,6 @@ import (
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/store/postgres"
@@ -28,7 +27,6 @@ type Sessions interface {
 const (
 	sessionCookie = "tp_session"
 	sessionTTL    = 7 * 24 * time.Hour
-	ctxCSRF       = "csrf"
 )
 
 // securityHeaders applies to every response: no inline script anywhere,
@@ -42,35 +40,6 @@ func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 		h.Set("Referrer-Policy", "same-origin")
 		return next(c)
 	}
-}
-
-// csrf protects every cookie-authenticated POST with a double-submit token
-// (form field _csrf or header X-CSRF-Token). API calls with a Bearer key
-// carry no ambient credential, so they skip it, and so do API calls with
-// no session cookie either: they get the key check's 401, which says what
-// is missing, instead of a 403 about forms.
-func csrf() echo.MiddlewareFunc {
-	return middleware.CSRFWithConfig(middleware.CSRFConfig{
-		TokenLookup:    "header:X-CSRF-Token,form:_csrf",
-		CookieName:     "tp_csrf",
-		CookiePath:     "/",
-		CookieHTTPOnly: true,
-		CookieSameSite: http.SameSiteLaxMode,
-		ContextKey:     ctxCSRF,
-		Skipper: func(c echo.Context) bool {
-			p := c.Request().URL.Path
-			if strings.HasPrefix(p, "/api/") {
-				if _, err := c.Cookie(sessionCookie); err != nil {
-					return true
-				}
-			}
-			return strings.HasPrefix(c.Request().Header.Get("Authorization"), "Bearer ") ||
-				p == "/healthz" || p == "/readyz" || p == "/metrics" || strings.HasPrefix(p, "/static/")
-		},
-		ErrorHandler: func(err error, c echo.Context) error {
-			return echo.NewHTTPError(http.StatusForbidden, "the form expired or came from another site; reload the page and try again")
-		},
-	})
 }
 
 func secureCookie(c echo.Context) bool {

@@ -73,7 +73,7 @@ func logIn(t *testing.T, srv *apptest.Server, key string) *browser {
 }
 
 // login logs the browser in with key through the login form and keeps the
-// session's CSRF token for post.
+// session's CSRF token (read from a page after login) for post.
 func (b *browser) login(key string) {
 	b.t.Helper()
 	page := b.get("/login")
@@ -85,6 +85,8 @@ func (b *browser) login(key string) {
 	if r.Code != http.StatusSeeOther {
 		b.t.Fatalf("POST /login: %d\n%s", r.Code, r.Body)
 	}
+	// The session's forms carry a token tied to the new session.
+	b.csrf = csrfFrom(b.t, b.page("/shares"))
 }
 
 func (b *browser) do(req *http.Request) page {

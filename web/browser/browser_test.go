@@ -65,6 +65,7 @@ func TestBrowser(t *testing.T) {
 	t.Run("request_detail", s.testRequestDetail)
 	t.Run("compare", s.testCompare)
 	t.Run("slos", s.testSLOs)
+	t.Run("cookie_tossing", s.testCookieTossing)
 	t.Run("settings_keys", s.testSettingsKeys)
 	t.Run("share", s.testShare)
 	t.Run("xss", s.testXSS)
