@@ -8,9 +8,17 @@ NODE_STAMP := node_modules/.package-lock.json
 .PHONY: run test test-reliability deps build generate check-generated lint fuzz docs bench-ingest bench-query clean
 
 ## run: install what is missing, then start the server with demo traffic on the embedded defaults
-run: deps generate
-	$(GO) build -o bin/tokenpath-server ./cmd/server
-	./bin/tokenpath-server --demo
+# Each step says what it does first: the first run downloads modules and
+# npm packages and compiles for a minute or two.
+run:
+	@echo "==> [1/4] installing dependencies (npm packages, Go modules; first run only)"
+	@$(MAKE) --no-print-directory -s deps
+	@echo "==> [2/4] generating page templates"
+	@$(MAKE) --no-print-directory -s generate
+	@echo "==> [3/4] building bin/tokenpath-server"
+	@$(GO) build -o bin/tokenpath-server ./cmd/server
+	@echo "==> [4/4] starting the server with demo traffic (Ctrl-C stops it)"
+	@./bin/tokenpath-server --demo
 
 ## test: the whole suite (vet, staticcheck, generated code current, unit + integration + browser tests, short fuzz)
 test: deps check-generated lint
@@ -32,13 +40,13 @@ web/static/vendor/.stamp: $(NODE_STAMP)
 
 # npm ci only when the lockfile changed since the last install.
 $(NODE_STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund
+	npm ci --no-audit --no-fund --loglevel=error
 
 build: deps generate
 	$(GO) build -o bin/ ./cmd/...
 
 generate:
-	$(GO) tool templ generate -path web >/dev/null
+	@$(GO) tool templ generate -log-level error -path web
 
 # templ output is committed; fail when it is stale.
 check-generated: generate

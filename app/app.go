@@ -79,9 +79,24 @@ type App struct {
 // once the server accepts traffic.
 func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, error) {
 	a := &App{Config: cfg, Log: log, errc: make(chan error, 4)}
+	// Bind every listener first: a port clash is reported before the
+	// database starts or migrations run (TestStartReportsPortClashFirst),
+	// and links and snippets name the ports actually bound (port 0 in tests).
+	lns, err := bindListeners(cfg)
+	if err != nil {
+		return nil, err
+	}
+	a.HTTPAddr = lns.http.Addr().String()
+	if lns.otlpHTTP != nil {
+		a.OTLPHTTPAddr = lns.otlpHTTP.Addr().String()
+	}
+	if lns.grpc != nil {
+		a.OTLPGRPCAddr = lns.grpc.Addr().String()
+	}
 	ok := false
 	defer func() {
 		if !ok {
+			lns.close()
 			a.Stop(context.Background())
 		}
 	}()
@@ -112,31 +127,6 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	go func() { defer a.workers.Done(); asm.Run(workCtx) }()
 	a.Queries = &analysis.Queries{CH: a.CH}
 
-	// Bind every listener before building the web layer, so links and
-	// snippets name the ports actually bound (port 0 in tests).
-	httpLn, err := listen(cfg.HTTPAddr, "TOKENPATH_HTTP_ADDR")
-	if err != nil {
-		return nil, err
-	}
-	a.HTTPAddr = httpLn.Addr().String()
-	var otlpHTTPLn, grpcLn net.Listener
-	if cfg.OTLPHTTPAddr != "" {
-		if otlpHTTPLn, err = listen(cfg.OTLPHTTPAddr, "TOKENPATH_OTLP_HTTP_ADDR"); err != nil {
-			httpLn.Close()
-			return nil, err
-		}
-		a.OTLPHTTPAddr = otlpHTTPLn.Addr().String()
-	}
-	if cfg.OTLPGRPCAddr != "" {
-		if grpcLn, err = listen(cfg.OTLPGRPCAddr, "TOKENPATH_OTLP_GRPC_ADDR"); err != nil {
-			httpLn.Close()
-			if otlpHTTPLn != nil {
-				otlpHTTPLn.Close()
-			}
-			return nil, err
-		}
-		a.OTLPGRPCAddr = grpcLn.Addr().String()
-	}
 	public := a.publicURL()
 
 	pipe.Metrics.Registry.MustRegister(clickhouse.NewEngineCollector(a.CH, log), asm.Collector())
@@ -167,21 +157,57 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		Share: web.AlertShareFunc(deps), PublicURL: public, Log: log}
 	a.workers.Add(1)
 	go func() { defer a.workers.Done(); a.Alerts.Run(workCtx) }()
-	a.serveHTTP(httpLn, app)
-	if otlpHTTPLn != nil {
-		a.serveHTTP(otlpHTTPLn, a.Ingest.HTTPHandler())
+	a.serveHTTP(lns.http, app)
+	if lns.otlpHTTP != nil {
+		a.serveHTTP(lns.otlpHTTP, a.Ingest.HTTPHandler())
 	}
-	if grpcLn != nil {
+	if lns.grpc != nil {
 		a.grpc = grpc.NewServer(a.Ingest.GRPCServerOptions()...)
 		a.Ingest.RegisterGRPC(a.grpc)
 		go func() {
-			if err := a.grpc.Serve(grpcLn); err != nil {
+			if err := a.grpc.Serve(lns.grpc); err != nil {
 				a.errc <- fmt.Errorf("otlp grpc: %w", err)
 			}
 		}()
 	}
 	ok = true
 	return a, nil
+}
+
+// listeners are the server's bound ports; otlpHTTP and grpc are nil when
+// their address is empty (disabled).
+type listeners struct {
+	http, otlpHTTP, grpc net.Listener
+}
+
+func bindListeners(cfg *config.Config) (*listeners, error) {
+	var l listeners
+	var err error
+	if l.http, err = listen(cfg.HTTPAddr, "TOKENPATH_HTTP_ADDR"); err != nil {
+		return nil, err
+	}
+	if cfg.OTLPHTTPAddr != "" {
+		if l.otlpHTTP, err = listen(cfg.OTLPHTTPAddr, "TOKENPATH_OTLP_HTTP_ADDR"); err != nil {
+			l.close()
+			return nil, err
+		}
+	}
+	if cfg.OTLPGRPCAddr != "" {
+		if l.grpc, err = listen(cfg.OTLPGRPCAddr, "TOKENPATH_OTLP_GRPC_ADDR"); err != nil {
+			l.close()
+			return nil, err
+		}
+	}
+	return &l, nil
+}
+
+// close releases ports that were bound but never served.
+func (l *listeners) close() {
+	for _, ln := range []net.Listener{l.http, l.otlpHTTP, l.grpc} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
 }
 
 func listen(addr, env string) (net.Listener, error) {

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -33,7 +34,7 @@ func Diagnose(ctx context.Context, env Env, args []string) error {
 	fs := flag.NewFlagSet("tokenpath diagnose", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	server := fs.String("server", firstNonEmpty(env.Getenv("TOKENPATH_URL"), "http://localhost:8080"), "Tokenpath URL (TOKENPATH_URL)")
-	key := fs.String("key", env.Getenv("TOKENPATH_API_KEY"), "API key (TOKENPATH_API_KEY)")
+	key := fs.String("key", defaultKey(env), keyUsage)
 	service := fs.String("service", "", "service to diagnose (calling app or inference server)")
 	model := fs.String("model", "", "model to diagnose")
 	last := fs.String("last", "15m", "window ending now, e.g. 15m, 1h, 2d")
@@ -48,7 +49,7 @@ func Diagnose(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	if *key == "" {
-		return errors.New("no API key: pass --key or set TOKENPATH_API_KEY")
+		return errNoKey
 	}
 	q := url.Values{}
 	for k, v := range map[string]string{"service": *service, "model": *model, "from": *from, "to": *to} {
@@ -171,6 +172,24 @@ func ms(v *float64) string {
 		return "—"
 	}
 	return diagnose.FormatMs(*v)
+}
+
+const keyUsage = "API key (TOKENPATH_API_KEY; default: the key `make run` keeps in $TOKENPATH_DATA_DIR/demo-key)"
+
+var errNoKey = errors.New("no API key: pass --key, set TOKENPATH_API_KEY, or run from the directory where `make run` keeps its data (./data/demo-key)")
+
+// defaultKey is TOKENPATH_API_KEY, else the key the demo server keeps in
+// its data dir, so the README's commands work as written beside `make run`.
+func defaultKey(env Env) string {
+	if k := env.Getenv("TOKENPATH_API_KEY"); k != "" {
+		return k
+	}
+	dir := firstNonEmpty(env.Getenv("TOKENPATH_DATA_DIR"), "data")
+	b, err := os.ReadFile(filepath.Join(dir, "demo-key"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 func firstNonEmpty(v ...string) string {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -43,8 +45,12 @@ func seedQueueing(t *testing.T, srv *apptest.Server, now time.Time) {
 }
 
 func run(t *testing.T, args ...string) (string, string, error) {
+	return runEnv(t, map[string]string{}, args...)
+}
+
+func runEnv(t *testing.T, vars map[string]string, args ...string) (string, string, error) {
 	var out, errOut bytes.Buffer
-	env := cli.Env{Stdout: &out, Stderr: &errOut, Getenv: func(string) string { return "" }}
+	env := cli.Env{Stdout: &out, Stderr: &errOut, Getenv: func(k string) string { return vars[k] }}
 	err := cli.Diagnose(context.Background(), env, args)
 	return out.String(), errOut.String(), err
 }
@@ -80,6 +86,14 @@ func TestDiagnoseCommand(t *testing.T) {
 
 	if _, _, err := run(t, "--server", "http://"+srv.HTTPAddr, "--service", "chat"); err == nil || !strings.Contains(err.Error(), "API key") {
 		t.Errorf("missing key: %v", err)
+	}
+	// Without --key, the key `make run` keeps in its data dir is used.
+	dataDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dataDir, "demo-key"), []byte(apptest.Key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := runEnv(t, map[string]string{"TOKENPATH_DATA_DIR": dataDir}, "--server", "http://"+srv.HTTPAddr, "--service", "chat"); err != nil || !strings.Contains(out, "VERDICT  QUEUEING") {
+		t.Errorf("key from the data dir: %v\n%s", err, out)
 	}
 	if _, _, err := run(t, "--server", "http://"+srv.HTTPAddr, "--key", "wrong-key-000000000000", "--service", "chat"); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Errorf("wrong key: %v", err)

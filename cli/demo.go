@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"log/slog"
 
@@ -16,7 +15,7 @@ func Demo(ctx context.Context, env Env, args []string) error {
 	fs.SetOutput(env.Stderr)
 	server := fs.String("server", firstNonEmpty(env.Getenv("TOKENPATH_URL"), "http://localhost:8080"), "Tokenpath URL for the events API (TOKENPATH_URL)")
 	otlp := fs.String("otlp-endpoint", firstNonEmpty(env.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"), "http://localhost:4318"), "OTLP/HTTP endpoint")
-	key := fs.String("key", env.Getenv("TOKENPATH_API_KEY"), "API key (TOKENPATH_API_KEY)")
+	key := fs.String("key", defaultKey(env), keyUsage)
 	backfill := fs.Duration("backfill", 0, "also send this much history first, e.g. 1h")
 	rate := fs.Float64("rate", 2, "chat requests per second at steady state")
 	seed := fs.Int64("seed", 0, "random seed (0 = from the clock)")
@@ -24,7 +23,7 @@ func Demo(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	if *key == "" {
-		return errors.New("no API key: pass --key or set TOKENPATH_API_KEY")
+		return errNoKey
 	}
 	log := slog.New(slog.NewTextHandler(env.Stderr, nil))
 	return demo.Run(ctx, demo.Config{OTLPEndpoint: *otlp, APIBase: *server, APIKey: *key, Rate: *rate, Seed: *seed, Log: log}, *backfill)

@@ -337,7 +337,8 @@ func (e *Embedded) makeDataDir() error {
 		return fmt.Errorf("embedded postgres: %w", err)
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == os.Geteuid() && !permits(fi, e.cred, 0o1) {
-		e.log.Info("letting the postgres user through the data directory", "dir", parent, "mode", fi.Mode().Perm()|0o001)
+		e.log.Info("the embedded PostgreSQL runs as an unprivileged user, so the data directory lets it pass through; what is inside stays private",
+			"dir", parent, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()|0o001))
 		if err := os.Chmod(parent, fi.Mode().Perm()|0o001); err != nil {
 			return fmt.Errorf("embedded postgres: let uid %d through %s: %w", e.cred.Uid, parent, err)
 		}
