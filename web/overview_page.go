@@ -423,7 +423,7 @@ func (s *Server) onboarding(c echo.Context) views.Onboarding {
 		grpcPort = p
 	}
 	hostPort := net.JoinHostPort(host, httpPort)
-	return views.Onboarding{Endpoint: "http://" + hostPort, Header: "Authorization=Bearer <your key>",
+	return views.Onboarding{Endpoint: "http://" + hostPort, Header: "Authorization=Bearer%20<your key>",
 		GRPC: net.JoinHostPort(host, grpcPort)}
 }
 

@@ -20,7 +20,7 @@ func TestOverviewPage(t *testing.T) {
 
 	// A project that never sent anything gets the onboarding steps.
 	first := b.page("/")
-	contains(t, "onboarding", first, "No LLM requests yet", "OTEL_EXPORTER_OTLP_ENDPOINT=http://", "OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer &lt;your key&gt;",
+	contains(t, "onboarding", first, "No LLM requests yet", "OTEL_EXPORTER_OTLP_ENDPOINT=http://", "OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20&lt;your key&gt;",
 		"make run", `data-copy=`)
 	lacks(t, "onboarding", first, "<h2 id=\"services-h\">")
 

@@ -24,7 +24,7 @@ func TestSettingsAPIKeys(t *testing.T) {
 
 	body := b.page("/settings")
 	contains(t, "settings", body, "<h1>Settings</h1>", "bootstrap", "this browser", "Active",
-		"OTEL_EXPORTER_OTLP_ENDPOINT=http://", "OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer &lt;your key&gt;",
+		"OTEL_EXPORTER_OTLP_ENDPOINT=http://", "OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20&lt;your key&gt;",
 		"kept for <strong>30 days</strong>", "TOKENPATH_RETENTION_DAYS")
 
 	// A new key is shown once, in the answer to the POST itself.
