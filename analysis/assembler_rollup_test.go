@@ -13,9 +13,9 @@ import (
 
 // rollupTotals are a table's figures per (service, server_service, model,
 // provider), groups and histogram buckets that net to nothing left out.
-func rollupTotals(t *testing.T, ch *clickhouse.Store, from string) map[string]string {
+func rollupTotals(t *testing.T, ch *clickhouse.Store, from string, hists []string) map[string]string {
 	t.Helper()
-	r, err := ch.Query(context.Background(), "SELECT service, server_service, model, provider, "+clickhouse.RollupMerge(clickhouse.RollupHistograms)+
+	r, err := ch.Query(context.Background(), "SELECT service, server_service, model, provider, "+clickhouse.RollupMerge(hists)+
 		" FROM "+from+" GROUP BY service, server_service, model, provider")
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +27,7 @@ func rollupTotals(t *testing.T, ch *clickhouse.Store, from string) map[string]st
 			continue
 		}
 		v := fmt.Sprint(row.Int("requests"), row.Int("errors"), row.Int("cold_starts"), row.Int("input_tokens_sum"), row.Int("output_tokens_sum"))
-		for _, h := range clickhouse.RollupHistograms {
+		for _, h := range hists {
 			m, _ := row.Value("h_" + h).(map[string]any)
 			m = maps.Clone(m)
 			maps.DeleteFunc(m, func(_ string, n any) bool { return fmt.Sprint(n) == "0" })
@@ -38,19 +38,27 @@ func rollupTotals(t *testing.T, ch *clickhouse.Store, from string) map[string]st
 	return out
 }
 
-// assertRollupsInStep checks both rollup tiers against the live requests
-// aggregated the same way.
+// assertRollupsInStep checks both rollup tiers, and the episode
+// detector's per-minute rollup, against the live requests aggregated the
+// same way.
 func assertRollupsInStep(t *testing.T, ch *clickhouse.Store, stage string) {
 	t.Helper()
-	want := rollupTotals(t, ch, "(SELECT service, server_service, model, provider, "+clickhouse.RollupFromRequests("toInt64(1)", clickhouse.RollupHistograms)+
-		" FROM llm_requests FINAL GROUP BY service, server_service, model, provider)")
+	live := func(hists []string) map[string]string {
+		return rollupTotals(t, ch, "(SELECT service, server_service, model, provider, "+clickhouse.RollupFromRequests("toInt64(1)", hists)+
+			" FROM llm_requests FINAL GROUP BY service, server_service, model, provider)", hists)
+	}
+	want := live(clickhouse.RollupHistograms)
 	if len(want) == 0 {
 		t.Fatalf("%s: no live requests", stage)
 	}
 	for _, tier := range clickhouse.RollupTiers {
-		if got := rollupTotals(t, ch, tier.Table); !maps.Equal(got, want) {
+		if got := rollupTotals(t, ch, tier.Table, clickhouse.RollupHistograms); !maps.Equal(got, want) {
 			t.Errorf("%s: %s holds\n%v\nlive requests are\n%v", stage, tier.Table, got, want)
 		}
+	}
+	want = live(clickhouse.EpisodeHistograms)
+	if got := rollupTotals(t, ch, clickhouse.EpisodeRollup, clickhouse.EpisodeHistograms); !maps.Equal(got, want) {
+		t.Errorf("%s: %s holds\n%v\nlive requests are\n%v", stage, clickhouse.EpisodeRollup, got, want)
 	}
 }
 

@@ -61,6 +61,9 @@ type App struct {
 	Scraper *ingest.Scraper
 	// Alerts posts SLO fast-burn webhooks (every minute; tests call Evaluate).
 	Alerts *analysis.AlertEvaluator
+	// Episodes segments services' traffic into incidents (every minute;
+	// tests call Detect).
+	Episodes *analysis.EpisodeDetector
 
 	// Bound addresses (useful when the config asked for port 0).
 	HTTPAddr, OTLPHTTPAddr, OTLPGRPCAddr string
@@ -157,6 +160,9 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		Share: web.AlertShareFunc(deps), PublicURL: public, Log: log}
 	a.workers.Add(1)
 	go func() { defer a.workers.Done(); a.Alerts.Run(workCtx) }()
+	a.Episodes = &analysis.EpisodeDetector{Queries: a.Queries, PG: a.PG, Settings: settings, Log: log}
+	a.workers.Add(1)
+	go func() { defer a.workers.Done(); a.Episodes.Run(workCtx) }()
 	a.serveHTTP(lns.http, app)
 	if lns.otlpHTTP != nil {
 		a.serveHTTP(lns.otlpHTTP, a.Ingest.HTTPHandler())

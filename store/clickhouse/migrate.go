@@ -58,9 +58,13 @@ func (d ddl) funcs() template.FuncMap {
 		},
 		// Rollup columns and aggregations come from rollup.go, which the
 		// readers use too.
-		"rollupColumns":      rollupColumnsDDL,
-		"rollupFromRequests": func() string { return RollupFromRequests(RequestSign, RollupHistograms) },
-		"rollupMerge":        func() string { return RollupMerge(RollupHistograms) },
+		"rollupColumns":        func() string { return rollupColumnsDDL(RollupHistograms) },
+		"rollupFromRequests":   func() string { return RollupFromRequests(RequestSign, RollupHistograms) },
+		"rollupMerge":          func() string { return RollupMerge(RollupHistograms) },
+		"episodeRollupColumns": func() string { return rollupColumnsDDL(EpisodeHistograms) },
+		"episodeRollupFromRequests": func() string {
+			return RollupFromRequests(RequestSign, EpisodeHistograms)
+		},
 		"spanContextColumns": spanContextColumnsDDL,
 	}
 }
@@ -215,7 +219,8 @@ const embeddedSpansSettings = "merge_selector_base = 25, min_bytes_for_wide_part
 // retentionTables maps each table to its time column for TTL.
 var retentionTables = map[string]string{"spans": "start", "llm_requests": "start", "llm_requests_sample": "start", "llm_requests_sample64": "start", "llm_request_names": "hour", "metric_points": "time", "metric_peaks_5m": "bucket",
 	"events": "time", "resources": "last_seen", "trace_bounds": "last_start",
-	"llm_request_rollup_5m": "bucket", "llm_request_rollup_1h": "hour", "llm_request_top": "bucket_end"}
+	"llm_request_rollup_5m": "bucket", "llm_request_rollup_1h": "hour", "llm_request_top": "bucket_end",
+	EpisodeRollup: "minute"}
 
 // applyRetention brings every table's TTL to the configured retention when
 // TOKENPATH_RETENTION_DAYS changed since the table was created.

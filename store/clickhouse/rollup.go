@@ -110,13 +110,23 @@ func RollupMerge(hists []string) string {
 	return strings.Join(parts, ", ")
 }
 
-// rollupColumnsDDL are a rollup table's value columns.
-func rollupColumnsDDL() string {
-	parts := make([]string, 0, len(RollupSums)+len(RollupHistograms))
+// EpisodeRollup is the per-minute rollup the episode detector reads
+// (migration 0018): the sums of the other rollups and the histograms of
+// EpisodeHistograms only, so the extra view costs an insert little.
+const EpisodeRollup = "llm_request_rollup_1m"
+
+// EpisodeHistograms are the llm_requests columns with a histogram column in
+// EpisodeRollup: the latencies an episode departs on.
+var EpisodeHistograms = []string{"ttft_ms", "itl_ms"}
+
+// rollupColumnsDDL are a rollup table's value columns with histograms of
+// hists.
+func rollupColumnsDDL(hists []string) string {
+	parts := make([]string, 0, len(RollupSums)+len(hists))
 	for _, c := range RollupSums {
 		parts = append(parts, c+" SimpleAggregateFunction(sum, Int64)")
 	}
-	for _, c := range RollupHistograms {
+	for _, c := range hists {
 		parts = append(parts, "h_"+c+" SimpleAggregateFunction(sumMap, Map(Int16, Int64))")
 	}
 	return strings.Join(parts, ",\n    ")

@@ -1,0 +1,422 @@
+// Package episode segments one service's time into incidents ("episodes"):
+// stretches where TTFT p95, ITL p95 or the error rate departs from a robust
+// rolling baseline of the recent healthy minutes (median + k·MAD), or where
+// TTFT p95 is above an absolute objective whatever the baseline says. It is
+// pure Go over per-minute histograms: the worker (analysis.EpisodeDetector)
+// reads them from the per-minute rollup and stores what Detect returns.
+package episode
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tokenpath/tokenpath/analysis/diagnose"
+)
+
+// Histogram counts a minute's requests by value (ms): each key is the value
+// its bucket stands for.
+type Histogram map[float64]int64
+
+// Quantile is the nearest-rank q-quantile of the counted values; NaN when
+// the histogram counts nothing.
+func (h Histogram) Quantile(q float64) float64 {
+	var n int64
+	keys := make([]float64, 0, len(h))
+	for k, c := range h {
+		if c > 0 {
+			keys = append(keys, k)
+			n += c
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	slices.Sort(keys)
+	rank := int64(math.Ceil(q * float64(n)))
+	for _, k := range keys {
+		if rank <= h[k] {
+			return k
+		}
+		rank -= h[k]
+	}
+	return keys[len(keys)-1]
+}
+
+// Minute is one minute of one service's traffic.
+type Minute struct {
+	Start    time.Time
+	Requests int64
+	Errors   int64
+	TTFT     Histogram // ms
+	ITL      Histogram // ms
+}
+
+// Signal is a set of ways a stretch departed from its baseline.
+type Signal uint8
+
+// The signals an episode can depart on.
+const (
+	// SignalTTFT: TTFT p95 above the baseline.
+	SignalTTFT Signal = 1 << iota
+	// SignalITL: ITL p95 above the baseline.
+	SignalITL
+	// SignalErrors: the error rate above the baseline.
+	SignalErrors
+	// SignalObjective: TTFT p95 above the absolute objective.
+	SignalObjective
+)
+
+var signalNames = []struct {
+	s    Signal
+	name string
+}{{SignalTTFT, "ttft"}, {SignalITL, "itl"}, {SignalErrors, "errors"}, {SignalObjective, "objective"}}
+
+// String lists the signals, comma-separated ("ttft,objective").
+func (s Signal) String() string {
+	var out []string
+	for _, n := range signalNames {
+		if s&n.s != 0 {
+			out = append(out, n.name)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// ParseSignal reads what String wrote; unknown names are ignored.
+func ParseSignal(v string) Signal {
+	var s Signal
+	for _, part := range strings.Split(v, ",") {
+		for _, n := range signalNames {
+			if part == n.name {
+				s |= n.s
+			}
+		}
+	}
+	return s
+}
+
+// Config tunes detection. The zero value of a field takes its default
+// (DefaultConfig); TTFTObjective 0 means no objective.
+type Config struct {
+	// MinRequests is how many requests a point needs; a quiet minute is
+	// pooled with the minutes before it, up to MaxPool minutes, and is
+	// "unknown" when even that is too few.
+	MinRequests int64
+	MaxPool     int
+	// BaselineMinutes is how many of the latest healthy points the baseline
+	// holds; with fewer than MinBaseline only the objective is checked.
+	BaselineMinutes int
+	MinBaseline     int
+	// K is how many scaled MADs (≈ standard deviations) a point must rise
+	// above the baseline median; MinRatio is the least rise of a latency
+	// (×), MinErrorRise the least rise of the error rate (absolute), so a
+	// very steady baseline does not turn small moves into episodes.
+	K            float64
+	MinRatio     float64
+	MinErrorRise float64
+	// Enter anomalous points in a row open an episode; Exit minutes in a row
+	// without one close it.
+	Enter, Exit int
+	// TTFTObjective (ms): a point whose TTFT p95 is above it is anomalous
+	// whatever the baseline, so a service slow all along is never healthy.
+	TTFTObjective float64
+	// BaselineSpan is the longest clean stretch before an episode offered
+	// as its diagnosis baseline.
+	BaselineSpan time.Duration
+}
+
+// DefaultConfig is what the detector runs with. The false-alarm suite
+// (TestNoFalseAlarms) and the planted incidents (TestDetect) hold it.
+var DefaultConfig = Config{
+	MinRequests: 20, MaxPool: 5,
+	BaselineMinutes: 60, MinBaseline: 15,
+	K: 4, MinRatio: 1.5, MinErrorRise: 0.05,
+	Enter: 2, Exit: 5,
+	BaselineSpan: time.Hour,
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig
+	if c.MinRequests <= 0 {
+		c.MinRequests = d.MinRequests
+	}
+	if c.MaxPool <= 0 {
+		c.MaxPool = d.MaxPool
+	}
+	if c.BaselineMinutes <= 0 {
+		c.BaselineMinutes = d.BaselineMinutes
+	}
+	if c.MinBaseline <= 0 {
+		c.MinBaseline = d.MinBaseline
+	}
+	if c.K <= 0 {
+		c.K = d.K
+	}
+	if c.MinRatio <= 0 {
+		c.MinRatio = d.MinRatio
+	}
+	if c.MinErrorRise <= 0 {
+		c.MinErrorRise = d.MinErrorRise
+	}
+	if c.Enter <= 0 {
+		c.Enter = d.Enter
+	}
+	if c.Exit <= 0 {
+		c.Exit = d.Exit
+	}
+	if c.BaselineSpan <= 0 {
+		c.BaselineSpan = d.BaselineSpan
+	}
+	return c
+}
+
+// Episode is one incident of a service.
+type Episode struct {
+	Start time.Time
+	// End is the minute after the last anomalous one; zero while ongoing.
+	End time.Time
+	// Signals are every way the episode departed.
+	Signals Signal
+	// Peak is the minute of the highest TTFT p95, PeakTTFT that value (ms),
+	// PeakErrorRate the highest error rate (0..1).
+	Peak          time.Time
+	PeakTTFT      float64
+	PeakErrorRate float64
+	// BaselineTTFT is the baseline's TTFT p95 median when the episode
+	// started (ms); 0 when there was no baseline yet.
+	BaselineTTFT float64
+	// Baseline is the clean stretch right before the episode (after the
+	// previous one, at most Config.BaselineSpan long); zero when the
+	// episode follows another with no clean minute between them or starts
+	// the series.
+	Baseline diagnose.Range
+}
+
+// Ongoing reports whether the episode has not ended.
+func (e Episode) Ongoing() bool { return e.End.IsZero() }
+
+// Duration is how long the episode lasted, up to now when ongoing.
+func (e Episode) Duration(now time.Time) time.Duration {
+	if e.Ongoing() {
+		return now.Sub(e.Start)
+	}
+	return e.End.Sub(e.Start)
+}
+
+// point is one minute read against the baseline.
+type point struct {
+	start        time.Time
+	pooledFrom   time.Time // the first minute pooled into it
+	known        bool
+	ttft, itl    float64 // p95, ms; NaN without values
+	errorRate    float64
+	errors       int64
+	requests     int64
+	signals      Signal
+	baselineTTFT float64
+}
+
+// rolling holds the latest healthy points' values.
+type rolling struct {
+	n                     int
+	logTTFT, logITL, errs []float64
+}
+
+func (r *rolling) add(p point) {
+	push := func(xs []float64, v float64) []float64 {
+		xs = append(xs, v)
+		if len(xs) > r.n {
+			xs = xs[1:]
+		}
+		return xs
+	}
+	if !math.IsNaN(p.ttft) && p.ttft > 0 {
+		r.logTTFT = push(r.logTTFT, math.Log(p.ttft))
+	}
+	if !math.IsNaN(p.itl) && p.itl > 0 {
+		r.logITL = push(r.logITL, math.Log(p.itl))
+	}
+	r.errs = push(r.errs, p.errorRate)
+}
+
+// medianMAD is the median and the MAD scaled to a standard deviation
+// (×1.4826, exact for a normal distribution).
+func medianMAD(xs []float64) (float64, float64) {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	med := median(s)
+	for i, x := range s {
+		s[i] = math.Abs(x - med)
+	}
+	slices.Sort(s)
+	return med, 1.4826 * median(s)
+}
+
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+// Detect segments minutes (one service, in time order, one per minute;
+// missing minutes count as quiet) into episodes. The last episode has a
+// zero End when it had not ended by the last minute.
+func Detect(minutes []Minute, c Config) []Episode {
+	c = c.withDefaults()
+	if len(minutes) == 0 {
+		return nil
+	}
+	minutes = fill(minutes)
+	base := rolling{n: c.BaselineMinutes}
+	var out []Episode
+	var open *Episode
+	// run holds the anomalous points in a row while no episode is open
+	// (quiet minutes that pool too few requests neither extend nor break
+	// it); seen counts those among them that pool none of the same minutes,
+	// so one slow minute pooled into the next points opens nothing.
+	var run []point
+	seen, counted := 0, time.Time{}
+	quiet := 0 // minutes in a row without an anomaly while one is open
+	lastEnd := minutes[0].Start
+	lastAnomalous := time.Time{}
+	for i := range minutes {
+		p := measure(minutes, i, c)
+		p.signals, p.baselineTTFT = judge(p, &base, c)
+		switch {
+		case open != nil && p.signals != 0:
+			quiet = 0
+			lastAnomalous = p.start
+			grow(open, p)
+		case open != nil:
+			quiet++
+			if quiet >= c.Exit {
+				open.End = lastAnomalous.Add(time.Minute)
+				out = append(out, *open)
+				lastEnd, open, quiet = open.End, nil, 0
+			}
+		case p.signals != 0:
+			if seen == 0 || p.pooledFrom.After(counted) {
+				seen, counted = seen+1, p.start
+			}
+			run = append(run, p)
+			if seen >= c.Enter {
+				e := Episode{Start: run[0].start, BaselineTTFT: run[0].baselineTTFT}
+				from := e.Start.Add(-c.BaselineSpan)
+				if lastEnd.After(from) {
+					from = lastEnd
+				}
+				if from.Before(e.Start) {
+					e.Baseline.From, e.Baseline.To = from, e.Start
+				}
+				for _, q := range run {
+					grow(&e, q)
+					lastAnomalous = q.start
+				}
+				open, run, seen = &e, nil, 0
+			}
+		case p.known:
+			run, seen = nil, 0
+			base.add(p)
+		}
+	}
+	if open != nil {
+		out = append(out, *open)
+	}
+	return out
+}
+
+// fill returns minutes with a zero Minute for every missing one.
+func fill(minutes []Minute) []Minute {
+	out := make([]Minute, 0, len(minutes))
+	for _, m := range minutes {
+		if n := len(out); n > 0 {
+			for t := out[n-1].Start.Add(time.Minute); t.Before(m.Start); t = t.Add(time.Minute) {
+				out = append(out, Minute{Start: t})
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// measure reads minute i, pooled with the minutes before it while it has
+// fewer than MinRequests.
+func measure(minutes []Minute, i int, c Config) point {
+	p := point{start: minutes[i].Start, ttft: math.NaN(), itl: math.NaN()}
+	ttft, itl := Histogram{}, Histogram{}
+	for j := i; j >= 0 && j > i-c.MaxPool; j-- {
+		m := minutes[j]
+		p.pooledFrom = m.Start
+		p.requests += m.Requests
+		p.errors += m.Errors
+		for k, n := range m.TTFT {
+			ttft[k] += n
+		}
+		for k, n := range m.ITL {
+			itl[k] += n
+		}
+		if p.requests >= c.MinRequests {
+			break
+		}
+	}
+	if p.requests < c.MinRequests || minutes[i].Requests == 0 {
+		return p
+	}
+	p.known = true
+	p.ttft, p.itl = ttft.Quantile(0.95), itl.Quantile(0.95)
+	p.errorRate = float64(p.errors) / float64(p.requests)
+	return p
+}
+
+// judge returns the signals on which p departs from the baseline, and the
+// baseline's TTFT p95 median (0 without a baseline).
+func judge(p point, base *rolling, c Config) (Signal, float64) {
+	if !p.known {
+		return 0, 0
+	}
+	var s Signal
+	if c.TTFTObjective > 0 && p.ttft > c.TTFTObjective {
+		s |= SignalObjective
+	}
+	if len(base.errs) < c.MinBaseline {
+		return s, 0
+	}
+	// above: v is above the baseline xs (logs of healthy p95s); also its
+	// median as a value (0 when xs is too short).
+	above := func(xs []float64, v float64) (bool, float64) {
+		if len(xs) < c.MinBaseline {
+			return false, 0
+		}
+		med, mad := medianMAD(xs)
+		up := !math.IsNaN(v) && v > 0 && math.Log(v) > med+max(c.K*mad, math.Log(c.MinRatio))
+		return up, math.Exp(med)
+	}
+	up, baseTTFT := above(base.logTTFT, p.ttft)
+	if up {
+		s |= SignalTTFT
+	}
+	if up, _ := above(base.logITL, p.itl); up {
+		s |= SignalITL
+	}
+	med, mad := medianMAD(base.errs)
+	if p.errors >= 3 && p.errorRate > med+max(c.K*mad, c.MinErrorRise) {
+		s |= SignalErrors
+	}
+	return s, baseTTFT
+}
+
+// grow widens e with an anomalous point.
+func grow(e *Episode, p point) {
+	e.Signals |= p.signals
+	if !math.IsNaN(p.ttft) && p.ttft > e.PeakTTFT {
+		e.Peak, e.PeakTTFT = p.start, p.ttft
+	}
+	if e.Peak.IsZero() {
+		e.Peak = p.start
+	}
+	e.PeakErrorRate = max(e.PeakErrorRate, p.errorRate)
+}

@@ -1,0 +1,231 @@
+package episode_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/tokenpath/tokenpath/analysis/episode"
+)
+
+var t0 = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+
+// bucket rounds a value to the middle of its 5 %-wide log bucket, as the
+// rollups store it.
+func bucket(v float64) float64 {
+	g := math.Log(1.05)
+	return math.Exp((math.Floor(math.Log(v)/g) + 0.5) * g)
+}
+
+// traffic describes minute i of a synthetic service.
+type traffic func(i int) (requests int, ttftMedian, itlMedian, errorRate float64)
+
+// series draws minutes of lognormal TTFT (σ sigma) and ITL around each
+// minute's medians.
+func series(seed uint64, minutes int, sigma float64, f traffic) []episode.Minute {
+	r := rand.New(rand.NewPCG(seed, 7))
+	out := make([]episode.Minute, 0, minutes)
+	for i := range minutes {
+		n, ttft, itl, errRate := f(i)
+		m := episode.Minute{Start: t0.Add(time.Duration(i) * time.Minute), Requests: int64(n), TTFT: episode.Histogram{}, ITL: episode.Histogram{}}
+		for range n {
+			m.TTFT[bucket(ttft*math.Exp(sigma*r.NormFloat64()))]++
+			m.ITL[bucket(itl*math.Exp(sigma/2*r.NormFloat64()))]++
+			if r.Float64() < errRate {
+				m.Errors++
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func healthy(n int) traffic {
+	return func(int) (int, float64, float64, float64) { return n, 300, 20, 0.01 }
+}
+
+// within fails unless got is within tol of want.
+func within(t *testing.T, what string, got, want time.Time, tol time.Duration) {
+	t.Helper()
+	if d := got.Sub(want); d < -tol || d > tol {
+		t.Errorf("%s = %s, want %s ± %s", what, got.Format("15:04"), want.Format("15:04"), tol)
+	}
+}
+
+// Two repeats of the same queueing incident: both found, with their own
+// starts and ends, and the second's baseline is the clean stretch after
+// the first, not the first incident.
+func TestDetectRepeatedIncident(t *testing.T) {
+	const first, second = 240, 300 // minutes after t0
+	minutes := series(1, 330, 0.3, func(i int) (int, float64, float64, float64) {
+		if (i >= first && i < first+12) || (i >= second && i < second+15) {
+			return 60, 300 * 12, 20, 0.01
+		}
+		return 60, 300, 20, 0.01
+	})
+	t.Run("resolved and ongoing", func(t *testing.T) {
+		eps := episode.Detect(minutes[:second+10], episode.Config{})
+		if len(eps) != 2 {
+			t.Fatalf("got %d episodes, want 2: %+v", len(eps), eps)
+		}
+		a, b := eps[0], eps[1]
+		within(t, "first start", a.Start, t0.Add(first*time.Minute), 0)
+		within(t, "first end", a.End, t0.Add((first+12)*time.Minute), 0)
+		within(t, "second start", b.Start, t0.Add(second*time.Minute), 0)
+		if a.Signals&episode.SignalTTFT == 0 || a.PeakTTFT < 2000 {
+			t.Errorf("first episode = %+v, want a TTFT departure peaking above 2 s", a)
+		}
+		if a.BaselineTTFT < 250 || a.BaselineTTFT > 700 {
+			t.Errorf("first episode's baseline TTFT = %.0f ms, want the healthy p95 (~500 ms)", a.BaselineTTFT)
+		}
+		if b.Baseline.From.Before(a.End) || !b.Baseline.To.Equal(b.Start) {
+			t.Errorf("second episode's baseline %v–%v holds the first episode (ended %v)", b.Baseline.From, b.Baseline.To, a.End)
+		}
+		if !a.Baseline.From.Equal(a.Start.Add(-time.Hour)) {
+			t.Errorf("first episode's baseline starts %v, want an hour before it", a.Baseline.From)
+		}
+		// The series ends 10 minutes into the second incident.
+		if !b.Ongoing() {
+			t.Errorf("second episode ended %v, want ongoing", b.End)
+		}
+	})
+	t.Run("both resolved", func(t *testing.T) {
+		eps := episode.Detect(minutes, episode.Config{})
+		if len(eps) != 2 || eps[1].Ongoing() {
+			t.Fatalf("got %+v, want two resolved episodes", eps)
+		}
+		within(t, "second end", eps[1].End, t0.Add((second+15)*time.Minute), 0)
+	})
+}
+
+func TestDetectSignals(t *testing.T) {
+	cases := []struct {
+		name string
+		f    traffic
+		want episode.Signal
+	}{
+		{"error burst", func(i int) (int, float64, float64, float64) {
+			if i >= 120 && i < 135 {
+				return 60, 300, 20, 0.25
+			}
+			return 60, 300, 20, 0.01
+		}, episode.SignalErrors},
+		{"decode slows", func(i int) (int, float64, float64, float64) {
+			if i >= 120 && i < 135 {
+				return 60, 300, 90, 0.01
+			}
+			return 60, 300, 20, 0.01
+		}, episode.SignalITL},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			eps := episode.Detect(series(2, 180, 0.3, c.f), episode.Config{})
+			if len(eps) != 1 {
+				t.Fatalf("got %d episodes, want 1: %+v", len(eps), eps)
+			}
+			if eps[0].Signals != c.want {
+				t.Errorf("signals = %s, want %s", eps[0].Signals, c.want)
+			}
+			within(t, "start", eps[0].Start, t0.Add(120*time.Minute), time.Minute)
+			within(t, "end", eps[0].End, t0.Add(135*time.Minute), time.Minute)
+		})
+	}
+}
+
+// A service slow from its first minute has no healthy baseline to depart
+// from: only the objective finds it, and the episode has no clean
+// stretch before it.
+func TestDetectObjectiveWithoutBaseline(t *testing.T) {
+	minutes := series(3, 90, 0.3, func(int) (int, float64, float64, float64) { return 60, 20_000, 20, 0 })
+	if eps := episode.Detect(minutes, episode.Config{}); len(eps) != 0 {
+		t.Fatalf("without an objective, a steady service is its own baseline; got %+v", eps)
+	}
+	eps := episode.Detect(minutes, episode.Config{TTFTObjective: 10_000})
+	if len(eps) != 1 || !eps[0].Ongoing() || !eps[0].Start.Equal(t0) {
+		t.Fatalf("got %+v, want one ongoing episode from the first minute", eps)
+	}
+	if eps[0].Signals != episode.SignalObjective || !eps[0].Baseline.From.IsZero() {
+		t.Errorf("got signals %s and baseline %v, want the objective alone and no baseline", eps[0].Signals, eps[0].Baseline)
+	}
+}
+
+// Quiet minutes are pooled with the ones before them, and minutes with no
+// request at all neither open nor feed an episode.
+func TestDetectSparseTraffic(t *testing.T) {
+	minutes := series(4, 240, 0.3, func(i int) (int, float64, float64, float64) {
+		switch {
+		case i%3 != 0:
+			return 0, 300, 20, 0
+		case i >= 180 && i < 210:
+			return 12, 4000, 20, 0
+		}
+		return 12, 300, 20, 0
+	})
+	eps := episode.Detect(minutes, episode.Config{})
+	if len(eps) != 1 {
+		t.Fatalf("got %d episodes, want 1: %+v", len(eps), eps)
+	}
+	within(t, "start", eps[0].Start, t0.Add(180*time.Minute), 3*time.Minute)
+}
+
+// The false-alarm suite: traffic that an on-call engineer would not want
+// to be paged for raises no episode.
+func TestNoFalseAlarms(t *testing.T) {
+	cases := []struct {
+		name  string
+		sigma float64
+		f     traffic
+	}{
+		{"noisy healthy traffic", 0.6, healthy(40)},
+		{"low traffic", 0.4, healthy(6)},
+		{"harmless scale-ups: traffic triples", 0.3, func(i int) (int, float64, float64, float64) {
+			if (i/90)%2 == 1 {
+				return 180, 320, 21, 0.01
+			}
+			return 60, 300, 20, 0.01
+		}},
+		{"diurnal load", 0.3, func(i int) (int, float64, float64, float64) {
+			day := math.Sin(2 * math.Pi * float64(i) / 1440)
+			return int(100 + 90*day), 300 * (1 + 0.25*day), 20 * (1 + 0.15*day), 0.01
+		}},
+		{"steady 4 % errors", 0.3, func(int) (int, float64, float64, float64) { return 50, 300, 20, 0.04 }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for seed := range uint64(5) {
+				minutes := series(100+seed, 1440, c.sigma, c.f)
+				// A scale-up every 4 hours: 5 % of one minute's requests
+				// wait 20 s on the new instance.
+				for i := 300; i < len(minutes); i += 240 {
+					held := max(1, minutes[i].Requests/20)
+					minutes[i].TTFT[bucket(20_000)] += held
+					minutes[i].Requests += held
+				}
+				if eps := episode.Detect(minutes, episode.Config{}); len(eps) != 0 {
+					t.Fatalf("seed %d: got %d episodes, first %+v", seed, len(eps), eps[0])
+				}
+			}
+		})
+	}
+}
+
+func TestSignalRoundTrip(t *testing.T) {
+	s := episode.SignalTTFT | episode.SignalObjective
+	if got := episode.ParseSignal(s.String()); got != s || s.String() != "ttft,objective" {
+		t.Errorf("%q parsed as %v, want %v", s.String(), got, s)
+	}
+}
+
+func TestHistogramQuantile(t *testing.T) {
+	h := episode.Histogram{}
+	for v := 1; v <= 100; v++ {
+		h[float64(v)]++
+	}
+	if q := h.Quantile(0.95); q != 95 {
+		t.Errorf("p95 of 1..100 = %v, want 95", q)
+	}
+	if q := (episode.Histogram{}).Quantile(0.95); !math.IsNaN(q) {
+		t.Errorf("p95 of nothing = %v, want NaN", q)
+	}
+}

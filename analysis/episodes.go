@@ -1,0 +1,304 @@
+package analysis
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/tokenpath/tokenpath/analysis/diagnose"
+	"github.com/tokenpath/tokenpath/analysis/episode"
+	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/store/postgres"
+)
+
+// SettingObjectives is the per-project document of default TTFT p95
+// objectives (ms) by service ("" = every service), used where no TTFT SLO
+// covers a service.
+const SettingObjectives = "objectives"
+
+// DefaultTTFTObjectiveMs is the TTFT p95 objective of a service with
+// neither a TTFT SLO nor a saved objective: 10 s, far above any healthy
+// interactive service, so a service slow all along still reads as an
+// episode ("slow, and already slow before") rather than healthy.
+const DefaultTTFTObjectiveMs = 10_000
+
+// EpisodeDetector segments every service's recent traffic (either side:
+// calling app and inference server) into episodes once per Interval and
+// stores them, so pages read them instead of computing them; each pass
+// re-reads the last Horizon, so late data moves starts and ends. New or
+// changed episodes are diagnosed against the clean stretch before them
+// (at most DiagnosesPerPass a pass). One node of a cluster at a time.
+type EpisodeDetector struct {
+	Queries  *Queries
+	PG       *postgres.Store
+	Settings *StoredSettings
+	Log      *slog.Logger
+	Interval time.Duration // default 1 min
+	// Horizon is how far back a pass rewrites episodes (default 24 h);
+	// the baseline reads Warmup more before it (default 2 h).
+	Horizon, Warmup time.Duration
+	Config          episode.Config
+	// DiagnosesPerPass bounds the diagnoses one pass runs (default 4); an
+	// ongoing episode is diagnosed again every Rediagnose (default 5 min).
+	DiagnosesPerPass int
+	Rediagnose       time.Duration
+	Now              func() time.Time
+
+	once sync.Once
+}
+
+func (d *EpisodeDetector) defaults() {
+	d.once.Do(func() {
+		if d.Interval <= 0 {
+			d.Interval = time.Minute
+		}
+		if d.Horizon <= 0 {
+			d.Horizon = 24 * time.Hour
+		}
+		if d.Warmup <= 0 {
+			d.Warmup = 2 * time.Hour
+		}
+		if d.DiagnosesPerPass <= 0 {
+			d.DiagnosesPerPass = 4
+		}
+		if d.Rediagnose <= 0 {
+			d.Rediagnose = 5 * time.Minute
+		}
+		if d.Now == nil {
+			d.Now = time.Now
+		}
+		if d.Log == nil {
+			d.Log = slog.New(slog.DiscardHandler)
+		}
+		if d.Settings == nil {
+			d.Settings = &StoredSettings{PG: d.PG, Log: d.Log}
+		}
+	})
+}
+
+// Run detects until ctx is done; one node of a cluster at a time.
+func (d *EpisodeDetector) Run(ctx context.Context) {
+	d.defaults()
+	runLocked(ctx, d.PG, postgres.LockEpisodes, d.Interval, d.Log, "detecting episodes",
+		func(ctx context.Context) (bool, error) { return false, d.Detect(ctx) })
+}
+
+// Detect runs one pass over every project. A failing project does not stop
+// the others; the first error is returned.
+func (d *EpisodeDetector) Detect(ctx context.Context) error {
+	d.defaults()
+	projects, err := d.PG.ProjectIDs(ctx)
+	if err != nil {
+		return err
+	}
+	var first error
+	for _, p := range projects {
+		if err := d.detectProject(ctx, uint32(p)); err != nil {
+			d.Log.Error("episodes", "project", p, "err", err)
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
+func (d *EpisodeDetector) detectProject(ctx context.Context, project uint32) error {
+	// The minute under way is left out: its slow requests are not yet
+	// assembled, so it reads faster than it is.
+	now := d.Now().UTC().Truncate(time.Minute)
+	since := now.Add(-d.Horizon)
+	byService, err := d.Queries.EpisodeMinutes(ctx, project, since.Add(-d.Warmup), now)
+	if err != nil {
+		return err
+	}
+	objectives, err := d.Settings.Objectives(ctx, project)
+	if err != nil {
+		return err
+	}
+	var found []postgres.Episode
+	for service, minutes := range byService {
+		cfg := d.Config
+		cfg.TTFTObjective = objectives.For(service)
+		for _, e := range episode.Detect(minutes, cfg) {
+			if e.End.IsZero() || e.End.After(since) {
+				found = append(found, storedEpisode(project, service, e))
+			}
+		}
+	}
+	if err := d.PG.ReplaceEpisodes(ctx, int64(project), since, found); err != nil {
+		return err
+	}
+	return d.diagnose(ctx, project, since, now)
+}
+
+func storedEpisode(project uint32, service string, e episode.Episode) postgres.Episode {
+	s := postgres.Episode{ProjectID: int64(project), Service: service, Start: e.Start, Signals: e.Signals.String(),
+		Peak: e.Peak, PeakTTFTMs: e.PeakTTFT, PeakErrorRate: e.PeakErrorRate, BaselineTTFTMs: e.BaselineTTFT}
+	if !e.Ongoing() {
+		s.End = &e.End
+	}
+	if !e.Baseline.IsZero() {
+		s.BaselineFrom, s.BaselineTo = &e.Baseline.From, &e.Baseline.To
+	}
+	return s
+}
+
+// diagnose runs the diagnosis of episodes never diagnosed, whose end moved
+// since, or ongoing and last diagnosed over Rediagnose ago; newest first.
+func (d *EpisodeDetector) diagnose(ctx context.Context, project uint32, since, now time.Time) error {
+	eps, err := d.PG.Episodes(ctx, int64(project), "", since, now.Add(time.Minute))
+	if err != nil {
+		return err
+	}
+	sort.Slice(eps, func(i, j int) bool { return eps[i].Start.After(eps[j].Start) })
+	done := 0
+	for _, e := range eps {
+		if done >= d.DiagnosesPerPass {
+			break
+		}
+		stale := e.DiagnosedAt == nil || !sameEnd(e.End, e.DiagnosedEnd) || (e.End == nil && now.Sub(*e.DiagnosedAt) >= d.Rediagnose)
+		if !stale {
+			continue
+		}
+		done++
+		slo, prices := d.Settings.SLOAndPrices(ctx, project, e.Service, "")
+		dg, err := d.Queries.Diagnose(ctx, DiagnoseRequest{Project: project, Window: EpisodeWindow(e, now), Baseline: EpisodeBaseline(e),
+			Service: e.Service, SLO: slo, Prices: prices})
+		if err != nil {
+			return fmt.Errorf("diagnose episode %d of %s: %w", e.ID, e.Service, err)
+		}
+		if err := d.PG.RecordEpisodeDiagnosis(ctx, e.ID, string(dg.Verdict), dg.Confidence, dg.Summary, now, e.End); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sameEnd(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.Equal(*b)
+}
+
+// EpisodeWindow is the window an episode's diagnosis reads: its start to
+// its end, or to now while it is ongoing.
+func EpisodeWindow(e postgres.Episode, now time.Time) diagnose.Range {
+	if e.End != nil {
+		return diagnose.Range{From: e.Start, To: *e.End}
+	}
+	return diagnose.Range{From: e.Start, To: now}
+}
+
+// EpisodeBaseline is the clean stretch before an episode; zero (the
+// diagnosis's default) when it has none.
+func EpisodeBaseline(e postgres.Episode) diagnose.Range {
+	if e.BaselineFrom == nil || e.BaselineTo == nil {
+		return diagnose.Range{}
+	}
+	return diagnose.Range{From: *e.BaselineFrom, To: *e.BaselineTo}
+}
+
+// Objectives are a project's TTFT p95 objectives by service (ms), with
+// the SLOs folded in.
+type Objectives struct {
+	ByService map[string]float64
+	Default   float64
+}
+
+// For is the objective of service: its TTFT SLO (the most specific one),
+// else its saved objective, else the project's, else
+// DefaultTTFTObjectiveMs.
+func (o Objectives) For(service string) float64 {
+	if v, ok := o.ByService[service]; ok && v > 0 {
+		return v
+	}
+	if o.Default > 0 {
+		return o.Default
+	}
+	return DefaultTTFTObjectiveMs
+}
+
+// Objectives reads the project's saved TTFT p95 objectives and folds its
+// TTFT SLOs over them (an SLO of every model of a service, or of every
+// service). An SLO at any percentile serves as a p95 objective: a p95
+// above a p99 threshold has the p99 above it too.
+func (s *StoredSettings) Objectives(ctx context.Context, project uint32) (Objectives, error) {
+	saved := map[string]float64{}
+	if _, err := s.PG.Setting(ctx, int64(project), SettingObjectives, &saved); err != nil {
+		return Objectives{}, err
+	}
+	slos, err := s.PG.ListSLOs(ctx, int64(project))
+	if err != nil {
+		return Objectives{}, err
+	}
+	o := Objectives{ByService: map[string]float64{}, Default: saved[""]}
+	for k, v := range saved {
+		if k != "" {
+			o.ByService[k] = v
+		}
+	}
+	for _, slo := range slos {
+		if slo.Metric != postgres.SLOMetricTTFT || slo.Model != "" {
+			continue
+		}
+		if slo.Service == "" {
+			o.Default = slo.ThresholdMs
+		} else {
+			o.ByService[slo.Service] = slo.ThresholdMs
+		}
+	}
+	return o, nil
+}
+
+// SaveObjectives replaces the project's default TTFT p95 objectives by
+// service ("" = every service), in ms.
+func (s *StoredSettings) SaveObjectives(ctx context.Context, project uint32, objectives map[string]float64) error {
+	return s.PG.PutSetting(ctx, int64(project), SettingObjectives, objectives)
+}
+
+// EpisodeMinutesSQL reads a project's minutes in [from, to) from the
+// per-minute rollup, per service of either side.
+func EpisodeMinutesSQL(project uint32, from, to time.Time) (string, []any) {
+	return `SELECT name, minute, sum(requests) AS requests, sum(errors) AS errors,
+			CAST(mapKeys(sumMap(h_ttft_ms)), 'Array(Float64)') AS tk, CAST(mapValues(sumMap(h_ttft_ms)), 'Array(Float64)') AS tv,
+			CAST(mapKeys(sumMap(h_itl_ms)), 'Array(Float64)') AS ik, CAST(mapValues(sumMap(h_itl_ms)), 'Array(Float64)') AS iv
+		FROM ` + clickhouse.EpisodeRollup + ` ARRAY JOIN ` + serviceNames + `
+		WHERE project_id = ? AND minute >= ? AND minute < ?
+		GROUP BY name, minute ORDER BY name, minute`, []any{project, from, to}
+}
+
+// EpisodeMinutes reads every service's minutes in [from, to), in time
+// order; a minute whose requests were all retracted is left out.
+func (q *Queries) EpisodeMinutes(ctx context.Context, project uint32, from, to time.Time) (map[string][]episode.Minute, error) {
+	sql, args := EpisodeMinutesSQL(project, from, to)
+	res, err := q.CH.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("episode minutes: %w", err)
+	}
+	out := map[string][]episode.Minute{}
+	hist := func(keys, counts []float64) episode.Histogram {
+		h := make(episode.Histogram, len(keys))
+		for i, k := range keys {
+			if i < len(counts) && counts[i] > 0 {
+				h[clickhouse.HistValue(int(k))] += int64(counts[i])
+			}
+		}
+		return h
+	}
+	for i := range res.Len() {
+		row := res.Row(i)
+		n := row.Int("requests")
+		if n <= 0 {
+			continue
+		}
+		name := row.String("name")
+		out[name] = append(out[name], episode.Minute{Start: row.Time("minute").UTC(), Requests: int64(n), Errors: int64(row.Int("errors")),
+			TTFT: hist(row.Floats("tk"), row.Floats("tv")), ITL: hist(row.Floats("ik"), row.Floats("iv"))})
+	}
+	return out, nil
+}

@@ -1,0 +1,147 @@
+package analysis
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/store/postgres"
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+// queueIncident is a stretch of minutes (from the series start) whose
+// requests wait in the server's queue.
+type queueIncident struct{ from, to int }
+
+// chatRequests are minutes of a chat app calling a vLLM server, 30 a
+// minute, whose requests wait ~2 s in the queue during the incidents.
+func chatRequests(seed uint64, start time.Time, minutes int, incidents ...queueIncident) []telemetry.LLMRequest {
+	r := rand.New(rand.NewPCG(seed, 1))
+	var out []telemetry.LLMRequest
+	for m := range minutes {
+		queue := 15.0
+		for _, in := range incidents {
+			if m >= in.from && m < in.to {
+				queue = 2500
+			}
+		}
+		for i := range 30 {
+			jitter := math.Exp(0.25 * r.NormFloat64())
+			q, prefill, itl := queue*jitter, 180*math.Exp(0.2*r.NormFloat64()), 22*math.Exp(0.1*r.NormFloat64())
+			ttft := q + prefill + 20
+			out = append(out, telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("%08x%08x", seed, m*100+i), SpanID: "c1",
+				Service: "chat", ServerService: "vllm", Model: "llama", Provider: "vllm", Instance: "vllm-0",
+				Start: start.Add(time.Duration(m)*time.Minute + time.Duration(i)*2*time.Second),
+				TTFT:  &ttft, Queue: &q, Prefill: &prefill, Network: telemetry.Ptr(20.0), ITL: &itl, Decode: telemetry.Ptr(itl * 99),
+				E2E: telemetry.Ptr(ttft + itl*99), InputTokens: telemetry.Ptr(int64(800)), OutputTokens: telemetry.Ptr(int64(100))})
+		}
+	}
+	return out
+}
+
+// The detector reads the per-minute rollup, stores both episodes of a
+// repeated queueing incident for the app and its inference server (the
+// second ongoing), diagnoses each against the clean stretch before it, and
+// rewrites them as late data arrives.
+func TestEpisodeDetectorStoresAndUpdatesEpisodes(t *testing.T) {
+	a := openAssembler(t)
+	ctx := context.Background()
+	if _, err := a.PG.EnsureProject(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().UTC().Truncate(time.Minute).Add(-5 * time.Hour)
+	// 4 h healthy, a 12-minute incident, 30 minutes healthy, then an
+	// incident under way when the first pass runs.
+	reqs := chatRequests(1, start, 300, queueIncident{240, 252}, queueIncident{282, 400})
+	if err := a.CH.Insert(ctx, clickhouse.RequestsBatch(reqs, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	now := start.Add(300 * time.Minute)
+	d := &EpisodeDetector{Queries: &Queries{CH: a.CH}, PG: a.PG, Now: func() time.Time { return now }}
+	if err := d.Detect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	at := func(m int) time.Time { return start.Add(time.Duration(m) * time.Minute) }
+	for _, service := range []string{"chat", "vllm"} {
+		eps, err := a.PG.Episodes(ctx, 1, service, start, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(eps) != 2 {
+			t.Fatalf("%s: %d episodes stored, want 2: %+v", service, len(eps), eps)
+		}
+		first, second := eps[0], eps[1]
+		if !first.Start.Equal(at(240)) || first.End == nil || !first.End.Equal(at(252)) {
+			t.Errorf("%s: first episode %v–%v, want %v–%v", service, first.Start, first.End, at(240), at(252))
+		}
+		if !second.Start.Equal(at(282)) || second.End != nil {
+			t.Errorf("%s: second episode %v–%v, want ongoing since %v", service, second.Start, second.End, at(282))
+		}
+		if second.BaselineFrom == nil || second.BaselineFrom.Before(*first.End) {
+			t.Errorf("%s: second episode's baseline starts %v, inside the first episode", service, second.BaselineFrom)
+		}
+		for _, e := range eps {
+			if e.Verdict != "queueing" || e.DiagnosedAt == nil {
+				t.Errorf("%s: episode at %v diagnosed %q (%s), want queueing", service, e.Start.Format("15:04"), e.Verdict, e.Summary)
+			}
+		}
+	}
+
+	// Late data: the second incident ends at 310 and 20 healthy minutes
+	// follow; the next pass closes it and diagnoses it again.
+	late := chatRequests(2, at(300), 30, queueIncident{0, 10})
+	if err := a.CH.Insert(ctx, clickhouse.RequestsBatch(late, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	now = at(330)
+	if err := d.Detect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eps, err := a.PG.Episodes(ctx, 1, "vllm", start, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(eps) != 2 || eps[1].End == nil || !eps[1].End.Equal(at(310)) {
+		t.Fatalf("after late data: %+v, want the second episode ended at %v", eps, at(310))
+	}
+	if eps[1].DiagnosedEnd == nil || !eps[1].DiagnosedEnd.Equal(at(310)) {
+		t.Errorf("the resolved episode's diagnosis saw end %v, want %v", eps[1].DiagnosedEnd, at(310))
+	}
+}
+
+// An episode that later data dissolves (the slow minutes were a partial
+// read) is deleted from the store.
+func TestReplaceEpisodesDeletesDissolved(t *testing.T) {
+	a := openAssembler(t)
+	ctx := context.Background()
+	if _, err := a.PG.EnsureProject(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	ep := func(service string, m int) postgres.Episode {
+		return postgres.Episode{ProjectID: 1, Service: service, Start: t0.Add(time.Duration(m) * time.Minute), Signals: "ttft", Peak: t0, PeakTTFTMs: 900}
+	}
+	if err := a.PG.ReplaceEpisodes(ctx, 1, t0, []postgres.Episode{ep("chat", 0), ep("chat", 30), ep("vllm", 30)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PG.RecordEpisodeDiagnosis(ctx, 1, "queueing", 0.9, "queue", t0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PG.ReplaceEpisodes(ctx, 1, t0.Add(10*time.Minute), []postgres.Episode{ep("vllm", 30)}); err != nil {
+		t.Fatal(err)
+	}
+	eps, err := a.PG.Episodes(ctx, 1, "", t0, t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(eps) != 2 || eps[0].Service != "chat" || !eps[0].Start.Equal(t0) || eps[1].Service != "vllm" {
+		t.Fatalf("stored %+v, want chat's episode before the pass's horizon and vllm's", eps)
+	}
+	if eps[0].Verdict != "queueing" {
+		t.Errorf("the untouched episode lost its diagnosis: %+v", eps[0])
+	}
+}
