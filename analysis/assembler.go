@@ -148,7 +148,7 @@ const restPerPass = 1.0
 // has ended, and the receivers have nothing to protect) it rests only
 // restWhenIdle: catching up is then what makes pages current again. At
 // 1× the assembler was still behind 5 minutes after a 3-minute burst
-// ended; at a quarter it caught up in 3–3.5 (bench ingest, session 18).
+// ended; at a quarter it caught up in 3–3.5 (bench ingest).
 // It still rests a little: pages' reads share the engine with it.
 const (
 	slowAckShare   = 0.01

@@ -15,7 +15,7 @@ import (
 // sample of them (~25 ms per 60k rows on two cores). A bigger window's
 // series comes from the loaded sample: the engine's stored sample would
 // give sharper buckets, but measured at 1M rows it made a 7-day diagnosis
-// ~50 % slower (bench query, session 4), more than sharper buckets of a
+// ~50 % slower (bench query), more than sharper buckets of a
 // week are worth.
 const SeriesExactMax = 300_000
 

@@ -29,7 +29,7 @@ type KeyStore interface {
 // background while callers keep the cached answer. Before, every export
 // arriving in the moment an entry expired looked the key up itself; with
 // the machine busy ingesting, those lookups (and the last_used_at write)
-// took 100–500 ms, every 30 s (bench ingest, session 26). A key not
+// took 100–500 ms, every 30 s (bench ingest). A key not
 // cached is looked up once however many callers ask at the same time.
 type Cache struct {
 	Store       KeyStore

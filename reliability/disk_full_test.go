@@ -94,7 +94,7 @@ func freeBytes(dir string) (free, size int64, err error) {
 
 // fillUntil appends to path until about leave bytes are free on its file
 // system and returns how many bytes it wrote. It never takes the last
-// bytes: see the README (Reliability) on why the test stops short of zero.
+// bytes: see docs/reliability.md on why the test stops short of zero.
 func fillUntil(path string, leave int64) (int64, error) {
 	free, _, err := freeBytes(filepath.Dir(path))
 	if err != nil || free <= leave {

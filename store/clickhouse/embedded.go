@@ -63,7 +63,7 @@ func engineArgs(dir string) []string {
 // merge_selector_base 25 gathers held ~300 MiB with 10 MiB granules (one
 // granule of the attributes map per part; ~150 MiB with spans' 2 MiB
 // granules, migration 0001); two such merges at once were 723 of a 1689
-// MiB RSS peak over 3 minutes of OTLP/HTTP at 94k spans/s (session 23).
+// MiB RSS peak over 3 minutes of OTLP/HTTP at 94k spans/s (bench ingest).
 // With the limit, a third large merge waits for the first two.
 const mergeMemorySoftLimit = 256 << 20
 
@@ -74,7 +74,7 @@ const mergeMemorySoftLimit = 256 << 20
 // merges of spans over 162 parts held 651 MiB of a 1642 MiB RSS peak
 // (mergeMemorySoftLimit only stops merges from starting, and they start
 // small); with one per thread, two merges over 57 parts held 201–326 MiB
-// of a 1259 MiB peak at the same rate (120k spans/s, session 28), and the
+// of a 1259 MiB peak at the same rate (120k spans/s, bench ingest), and the
 // assembler caught up 45 s sooner.
 const mergesPerThread = 1
 
@@ -82,7 +82,7 @@ const mergesPerThread = 1
 // receivers' priority, the merges of a burst's parts took the cores from
 // the goroutines decoding and acknowledging exports: merges are a third of
 // the server's CPU at full rate, and half-load exports right after a burst
-// waited on them (p99 257–351 ms over gRPC, sessions 21 and 24). Niced,
+// waited on them (p99 257–351 ms over gRPC, bench ingest). Niced,
 // they run in the time the receivers leave: bench ingest over 3 minutes
 // of both transports, same machine, back to back: gRPC 83k → 91k spans/s,
 // HTTP 63k → 75k (22.0 → 20.2 and 29.9 → 24.5 µs of server CPU a span),
@@ -103,7 +103,7 @@ const mergeNice = 10
 // allocator's 5 s decay 300–700 MiB of the RSS peak were such pages (bench
 // ingest); the server's RSS target is 1.5 GiB. Purging costs re-faulting
 // the pages later: a cap of ~113 MiB purged 15 times a second and cost a
-// third of the throughput (session 11).
+// third of the throughput (bench ingest).
 const dirtyPagesCap = 224 << 20
 
 // purgeDirtyRatio is dirtyPagesCap as the engine's setting takes it: a

@@ -208,12 +208,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 //     instead of two per column and subcolumn (~80): ~1 µs less CPU per
 //     span inserted, much of it the file system creating and deleting
 //     files. Merges of ~21 such parts (~1 GB) still write wide parts;
-//     compact ones measured no cheaper (BenchmarkMergeSpans, session 21).
+//     compact ones measured no cheaper (BenchmarkMergeSpans).
 //   - max_parts_to_merge_at_once 30 (default 100): a merge holds a
 //     granule of a column from every part it reads, ~5–6 MiB a part of
 //     spans. Merges take ~21 parts while they keep up, but when parts pile
 //     up in a burst (250–300 active) the selector gathered 54 at once, two
-//     such merges 570 MiB (session 28). 30 keeps one merge under ~200 MiB.
+//     such merges 570 MiB (bench ingest). 30 keeps one merge under ~200 MiB.
 const embeddedSpansSettings = "merge_selector_base = 25, min_bytes_for_wide_part = 67108864, max_parts_to_merge_at_once = 30"
 
 // retentionTables maps each table to its time column for TTL.
