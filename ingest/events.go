@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tokenpath/tokenpath/ingest/normalize"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
@@ -119,6 +120,22 @@ func (r *Receiver) SubmitEvents(ctx context.Context, project uint32, events []te
 		return err
 	}
 	return r.Pipeline.Submit(ctx, Record{Kind: KindEvents, ProjectID: project, Received: r.now(), Payload: payload}, Rows{Events: events})
+}
+
+// SubmitScrape makes one scrape's points and histograms durable.
+func (r *Receiver) SubmitScrape(ctx context.Context, project uint32, e normalize.Exposition) error {
+	payload, err := json.Marshal(scrapeRecord{Points: e.Points, Histograms: e.Histograms})
+	if err != nil {
+		return err
+	}
+	return r.Pipeline.Submit(ctx, Record{Kind: KindScrape, ProjectID: project, Received: r.now(), Payload: payload},
+		Rows{Points: e.Points, Histograms: e.Histograms})
+}
+
+// scrapeRecord is a KindScrape record's payload.
+type scrapeRecord struct {
+	Points     []telemetry.MetricPoint
+	Histograms []telemetry.HistogramPoint
 }
 
 // SubmitPoints makes scraped metric points durable.

@@ -170,7 +170,7 @@ func tracesAttrsFromProtobuf(project uint32, body []byte, now time.Time, lim nor
 
 func (r *Receiver) exportMetrics(ctx context.Context, project uint32, req *colmetricspb.ExportMetricsServiceRequest, raw []byte, transport string) (*colmetricspb.ExportMetricsServiceResponse, error) {
 	res := normalize.Metrics(project, req, r.now(), r.Limits)
-	out, err := r.submit(ctx, KindMetrics, project, req, raw, Rows{Points: res.Points}, "metrics", transport, res.Rejected, res.Errors)
+	out, err := r.submit(ctx, KindMetrics, project, req, raw, Rows{Points: res.Points, Histograms: res.Histograms}, "metrics", transport, res.Rejected, res.Errors)
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,10 @@ type Inserter interface {
 type Rows struct {
 	Spans  []telemetry.Span
 	Points []telemetry.MetricPoint
-	Events []telemetry.Event
+	// Histograms as received (cumulative or delta): the writer turns them
+	// into intervals (HistogramDeltas) in log order as it inserts them.
+	Histograms []telemetry.HistogramPoint
+	Events     []telemetry.Event
 	// spanAttrs holds the attributes of Spans, whose Attributes maps are
 	// then nil, when the wire reader gave them as one list
 	// (normalize.TracesWireAttrs): Submit encodes them from it, or fills
@@ -51,10 +54,11 @@ func (r *Rows) add(o Rows) {
 	o.materializeAttrs()
 	r.Spans = append(r.Spans, o.Spans...)
 	r.Points = append(r.Points, o.Points...)
+	r.Histograms = append(r.Histograms, o.Histograms...)
 	r.Events = append(r.Events, o.Events...)
 }
 
-func (r *Rows) count() int { return len(r.Spans) + len(r.Points) + len(r.Events) }
+func (r *Rows) count() int { return len(r.Spans) + len(r.Points) + len(r.Histograms) + len(r.Events) }
 
 // ErrOverloaded means the write path is saturated; exporters should back
 // off and retry (HTTP 429, gRPC RESOURCE_EXHAUSTED).
@@ -133,6 +137,9 @@ type Pipeline struct {
 	written writtenResources
 	// running: the inserts into ClickHouse under way (WritingSince).
 	running runningInserts
+	// deltas holds each histogram series' last cumulative point; segments
+	// are written in log order, so intervals follow acknowledgement order.
+	deltas HistogramDeltas
 }
 
 // runningInserts holds when each insert still under way began. Its spans
@@ -595,6 +602,17 @@ func (p *Pipeline) insert(ctx context.Context, seg *pendingSegment, started []te
 			return err
 		}
 	}
+	if len(rows.Histograms) > 0 {
+		// Last: a failed insert before it converts the same points again
+		// on retry, and the state moves only once the intervals are stored.
+		intervals, commit := p.deltas.Convert(rows.Histograms)
+		for i := 0; i < len(intervals); i += insertChunk {
+			if err := p.store.Insert(ctx, clickhouse.HistogramsBatch(intervals[i:min(i+insertChunk, len(intervals))])); err != nil {
+				return err
+			}
+		}
+		commit()
+	}
 	return nil
 }
 
@@ -681,7 +699,8 @@ func DecodeRecord(rec Record, lim normalize.Limits) (Rows, error) {
 		if err := proto.Unmarshal(rec.Payload, &req); err != nil {
 			return Rows{}, err
 		}
-		return Rows{Points: normalize.Metrics(rec.ProjectID, &req, rec.Received, lim).Points}, nil
+		res := normalize.Metrics(rec.ProjectID, &req, rec.Received, lim)
+		return Rows{Points: res.Points, Histograms: res.Histograms}, nil
 	case KindLogs:
 		var req collogspb.ExportLogsServiceRequest
 		if err := proto.Unmarshal(rec.Payload, &req); err != nil {
@@ -696,6 +715,10 @@ func DecodeRecord(rec Record, lim normalize.Limits) (Rows, error) {
 		var pts []telemetry.MetricPoint
 		err := json.Unmarshal(rec.Payload, &pts)
 		return Rows{Points: pts}, err
+	case KindScrape:
+		var s scrapeRecord
+		err := json.Unmarshal(rec.Payload, &s)
+		return Rows{Points: s.Points, Histograms: s.Histograms}, err
 	}
 	return Rows{}, fmt.Errorf("unknown record kind %d", rec.Kind)
 }

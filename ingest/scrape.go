@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/tokenpath/tokenpath/ingest/normalize"
-	"github.com/tokenpath/tokenpath/telemetry"
 )
 
 // Scrape defaults, as in Prometheus.
@@ -380,7 +379,8 @@ func (s *Scraper) loop(ctx context.Context, j scrapeJob) {
 
 func (s *Scraper) scrapeAndRecord(ctx context.Context, j scrapeJob) {
 	start := time.Now()
-	points, err := s.scrape(ctx, j, start)
+	scraped, err := s.scrape(ctx, j, start)
+	points := scraped.Points
 	if ctx.Err() != nil {
 		return // stopping or reconfigured: not the target's fault
 	}
@@ -389,7 +389,7 @@ func (s *Scraper) scrapeAndRecord(ctx context.Context, j scrapeJob) {
 	var msg string
 	if err != nil {
 		msg = err.Error()
-	} else if err := s.Receiver.SubmitPoints(ctx, j.ProjectID, points); err != nil {
+	} else if err := s.Receiver.SubmitScrape(ctx, j.ProjectID, scraped); err != nil {
 		msg = fmt.Sprintf("scraped %d points but could not store them: %v", len(points), err)
 	} else {
 		s.Receiver.Pipeline.Metrics.Accepted.WithLabelValues("metrics", "scrape").Add(float64(len(points)))
@@ -442,12 +442,13 @@ func (c *cappedReader) Read(p []byte) (int, error) {
 }
 
 // scrape fetches and parses one target; start becomes the points' time.
-func (s *Scraper) scrape(ctx context.Context, j scrapeJob, start time.Time) ([]telemetry.MetricPoint, error) {
+func (s *Scraper) scrape(ctx context.Context, j scrapeJob, start time.Time) (normalize.Exposition, error) {
+	var none normalize.Exposition
 	ctx, cancel := context.WithTimeout(ctx, j.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, j.URL, nil)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	req.Header.Set("Accept", scrapeAccept)
 	req.Header.Set("User-Agent", "tokenpath-scraper")
@@ -455,31 +456,34 @@ func (s *Scraper) scrape(ctx context.Context, j scrapeJob, start time.Time) ([]t
 	resp, err := s.Client.Do(req) // the error names the URL without its password
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("no answer within the %s scrape timeout", j.Timeout)
+			return none, fmt.Errorf("no answer within the %s scrape timeout", j.Timeout)
 		}
-		return nil, err
+		return none, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
-		return nil, fmt.Errorf("server returned HTTP %s", resp.Status)
+		return none, fmt.Errorf("server returned HTTP %s", resp.Status)
 	}
 	// The transport undoes gzip itself, so the cap holds after decompression.
 	body := &cappedReader{r: resp.Body, n: s.MaxBodyBytes}
-	points, err := normalize.Prometheus(j.ProjectID, body, resp.Header.Get("Content-Type"), start, j.Service, j.instance)
+	e, err := normalize.PrometheusExposition(j.ProjectID, body, resp.Header.Get("Content-Type"), start, j.Service, j.instance)
 	if body.n < 0 {
-		return nil, fmt.Errorf("response larger than %d bytes", s.MaxBodyBytes)
+		return none, fmt.Errorf("response larger than %d bytes", s.MaxBodyBytes)
 	}
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("no complete answer within the %s scrape timeout", j.Timeout)
+			return none, fmt.Errorf("no complete answer within the %s scrape timeout", j.Timeout)
 		}
-		return nil, err
+		return none, err
 	}
-	for i := range points {
-		points[i].Labels = withTargetLabels(points[i].Labels, j.Labels)
+	for i := range e.Points {
+		e.Points[i].Labels = withTargetLabels(e.Points[i].Labels, j.Labels)
 	}
-	return points, nil
+	for i := range e.Histograms {
+		e.Histograms[i].Labels = withTargetLabels(e.Histograms[i].Labels, j.Labels)
+	}
+	return e, nil
 }
 
 // withTargetLabels adds the target's labels; a scraped label of the same

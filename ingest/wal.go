@@ -32,6 +32,7 @@ const (
 	KindLogs    Kind = 3
 	KindEvents  Kind = 4 // []telemetry.Event from the events webhook
 	KindPoints  Kind = 5 // []telemetry.MetricPoint from the Prometheus scraper
+	KindScrape  Kind = 6 // scrapeRecord: a scrape's points and histograms
 )
 
 // Record is one acknowledged export as it sits in the write-ahead log.

@@ -56,21 +56,28 @@ func MetricName(name string) string {
 	if c, ok := metricNames[name]; ok {
 		return c
 	}
+	if c, ok := serverMetricNames[name]; ok {
+		return c
+	}
 	return name
 }
 
 // MetricResult is the outcome of normalizing one metrics export request.
 type MetricResult struct {
-	Points   []telemetry.MetricPoint
-	Rejected int64
+	Points []telemetry.MetricPoint
+	// Histograms are the histograms' buckets, cumulative or delta as
+	// exported (ingest.HistogramDeltas turns them into intervals).
+	Histograms []telemetry.HistogramPoint
+	Rejected   int64
 	// Errors holds the first few reject reasons, for
 	// partial_success.error_message.
 	Errors []string
 }
 
 // Metrics normalizes gauges and sums into one point per data point, and
-// histograms and summaries into <name>_sum and <name>_count points (buckets
-// and quantiles are not kept). Points with implausible times are rejected;
+// histograms and summaries into <name>_sum and <name>_count points;
+// histograms' buckets are kept as HistogramPoints (exponential ones as
+// explicit bounds), summaries' quantiles are not kept. Points with implausible times are rejected;
 // NaN/Inf samples (Prometheus staleness markers among them) are dropped
 // without counting as rejects.
 func Metrics(projectID uint32, req *colmetricspb.ExportMetricsServiceRequest, now time.Time, lim Limits) MetricResult {
@@ -87,6 +94,7 @@ func Metrics(projectID uint32, req *colmetricspb.ExportMetricsServiceRequest, no
 			now:       now,
 			lim:       lim,
 			out:       &res.Points,
+			hists:     &res.Histograms,
 			errs:      &errs,
 		}
 		for _, sm := range rm.GetScopeMetrics() {
@@ -106,6 +114,7 @@ type pointBuilder struct {
 	now               time.Time
 	lim               Limits
 	out               *[]telemetry.MetricPoint
+	hists             *[]telemetry.HistogramPoint
 	errs              *errorLog
 }
 
@@ -132,6 +141,7 @@ func (b *pointBuilder) metric(m *metricspb.Metric) {
 				b.emit(name+"_sum", dp.TimeUnixNano, dp.Flags, dp.Attributes, *dp.Sum)
 			}
 			b.emit(name+"_count", dp.TimeUnixNano, dp.Flags, dp.Attributes, float64(dp.Count))
+			b.histogram(name, d.Histogram.AggregationTemporality, dp)
 		}
 	case *metricspb.Metric_ExponentialHistogram:
 		for _, dp := range d.ExponentialHistogram.GetDataPoints() {
@@ -142,6 +152,7 @@ func (b *pointBuilder) metric(m *metricspb.Metric) {
 				b.emit(name+"_sum", dp.TimeUnixNano, dp.Flags, dp.Attributes, *dp.Sum)
 			}
 			b.emit(name+"_count", dp.TimeUnixNano, dp.Flags, dp.Attributes, float64(dp.Count))
+			b.exponential(name, d.ExponentialHistogram.AggregationTemporality, dp)
 		}
 	case *metricspb.Metric_Summary:
 		for _, dp := range d.Summary.GetDataPoints() {

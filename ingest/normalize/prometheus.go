@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"mime"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,13 +35,28 @@ const maxExpositionSamples = 200_000
 // The protobuf exposition is not supported: the scraper sends
 // Accept: text/plain.
 func Prometheus(projectID uint32, body io.Reader, contentType string, scrapeTime time.Time, service, instance string) ([]telemetry.MetricPoint, error) {
+	e, err := PrometheusExposition(projectID, body, contentType, scrapeTime, service, instance)
+	return e.Points, err
+}
+
+// Exposition is what one scrape yields.
+type Exposition struct {
+	Points []telemetry.MetricPoint
+	// Histograms are the classic histograms' buckets, cumulative, their
+	// Start from the series' _created sample when it has one.
+	Histograms []telemetry.HistogramPoint
+}
+
+// PrometheusExposition parses like Prometheus and also keeps each classic
+// histogram's buckets.
+func PrometheusExposition(projectID uint32, body io.Reader, contentType string, scrapeTime time.Time, service, instance string) (Exposition, error) {
 	if contentType != "" {
 		mt, _, err := mime.ParseMediaType(contentType)
 		if err != nil {
-			return nil, fmt.Errorf("prometheus exposition: content type %q: %w", contentType, err)
+			return Exposition{}, fmt.Errorf("prometheus exposition: content type %q: %w", contentType, err)
 		}
 		if mt == "application/vnd.google.protobuf" {
-			return nil, errors.New("prometheus exposition: protobuf format is not supported, scrape with Accept: text/plain")
+			return Exposition{}, errors.New("prometheus exposition: protobuf format is not supported, scrape with Accept: text/plain")
 		}
 	}
 	// OpenMetrics ends with "# EOF", which the 0.0.4 parser reads as a
@@ -48,11 +64,14 @@ func Prometheus(projectID uint32, body io.Reader, contentType string, scrapeTime
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(body)
 	if err != nil {
-		return nil, fmt.Errorf("prometheus exposition: %w", err)
+		return Exposition{}, fmt.Errorf("prometheus exposition: %w", err)
 	}
 	lim := Limits{}.withDefaults()
 	service, instance = cleanString(service, maxNameBytes), cleanString(instance, maxNameBytes)
-	var out []telemetry.MetricPoint
+	var (
+		out   []telemetry.MetricPoint
+		hists []telemetry.HistogramPoint
+	)
 	add := func(name string, m *dto.Metric, v float64) {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return
@@ -75,7 +94,7 @@ func Prometheus(projectID uint32, body io.Reader, contentType string, scrapeTime
 		}
 		for _, m := range fam.GetMetric() {
 			if samples++; samples > maxExpositionSamples {
-				return nil, fmt.Errorf("prometheus exposition: more than %d samples", maxExpositionSamples)
+				return Exposition{}, fmt.Errorf("prometheus exposition: more than %d samples", maxExpositionSamples)
 			}
 			switch fam.GetType() {
 			case dto.MetricType_COUNTER:
@@ -87,13 +106,99 @@ func Prometheus(projectID uint32, body io.Reader, contentType string, scrapeTime
 			case dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM:
 				add(name+"_sum", m, m.GetHistogram().GetSampleSum())
 				add(name+"_count", m, float64(m.GetHistogram().GetSampleCount()))
+				if fam.GetType() == dto.MetricType_HISTOGRAM {
+					if h, ok := classicHistogram(name, m, families, scrapeTime); ok {
+						h.ProjectID, h.Service, h.Instance = projectID, service, instance
+						h.Labels = clampLabels(m.GetLabel(), lim)
+						hists = append(hists, h)
+					}
+				}
 			case dto.MetricType_SUMMARY:
 				add(name+"_sum", m, m.GetSummary().GetSampleSum())
 				add(name+"_count", m, float64(m.GetSummary().GetSampleCount()))
 			}
 		}
 	}
-	return out, nil
+	return Exposition{Points: out, Histograms: hists}, nil
+}
+
+// classicHistogram reads one classic histogram series' buckets. The text
+// parser gives cumulative bucket counts, the +Inf bucket among them.
+func classicHistogram(name string, m *dto.Metric, families map[string]*dto.MetricFamily, scrapeTime time.Time) (telemetry.HistogramPoint, bool) {
+	h := m.GetHistogram()
+	buckets := h.GetBucket()
+	if len(buckets) == 0 || len(buckets) > maxHistogramBuckets {
+		return telemetry.HistogramPoint{}, false
+	}
+	p := telemetry.HistogramPoint{Time: scrapeTime, Name: HistogramName(cleanString(name, maxNameBytes)),
+		Count: h.GetSampleCount(), Sum: h.GetSampleSum(), Cumulative: true}
+	if m.TimestampMs != nil {
+		ts := time.UnixMilli(m.GetTimestampMs()).UTC()
+		if checkTime("timestamp", ts, scrapeTime) != "" {
+			return p, false
+		}
+		p.Time = ts
+	}
+	if math.IsNaN(p.Sum) || math.IsInf(p.Sum, 0) {
+		p.Sum = 0
+	}
+	var below uint64
+	for _, b := range buckets {
+		ub, c := b.GetUpperBound(), b.GetCumulativeCount()
+		if math.IsNaN(ub) || c < below || len(p.Bounds) > 0 && ub <= p.Bounds[len(p.Bounds)-1] {
+			return p, false // not a well-formed histogram: _sum/_count still hold
+		}
+		if math.IsInf(ub, 1) {
+			break
+		}
+		p.Bounds = append(p.Bounds, ub)
+		p.Counts = append(p.Counts, c-below)
+		below = c
+	}
+	if p.Count < below {
+		return p, false
+	}
+	p.Counts = append(p.Counts, p.Count-below)
+	p.Start = createdTime(name, m, families, h)
+	return p, true
+}
+
+// createdTime is when a series' counts began: the histogram's own created
+// timestamp (OpenMetrics, protobuf), else the matching sample of Python
+// prometheus_client's "<name>_created" gauge (vLLM, SGLang); zero if none.
+func createdTime(name string, m *dto.Metric, families map[string]*dto.MetricFamily, h *dto.Histogram) time.Time {
+	if ct := h.GetCreatedTimestamp(); ct != nil && ct.IsValid() {
+		return ct.AsTime().UTC()
+	}
+	fam := families[name+"_created"]
+	if fam == nil {
+		return time.Time{}
+	}
+	want := labelSignature(m.GetLabel())
+	for _, c := range fam.GetMetric() {
+		if labelSignature(c.GetLabel()) != want {
+			continue
+		}
+		v := c.GetGauge().GetValue()
+		if c.Untyped != nil {
+			v = c.GetUntyped().GetValue()
+		}
+		if v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return time.Time{}
+		}
+		return time.Unix(0, int64(v*1e9)).UTC()
+	}
+	return time.Time{}
+}
+
+// labelSignature identifies a label set regardless of order.
+func labelSignature(labels []*dto.LabelPair) string {
+	parts := make([]string, 0, len(labels))
+	for _, l := range labels {
+		parts = append(parts, l.GetName()+"\x00"+l.GetValue())
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, "\x01")
 }
 
 // isCreatedSeries drops Python prometheus_client's (vLLM, SGLang) separate

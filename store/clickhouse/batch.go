@@ -185,6 +185,18 @@ func nativeColumn(c BatchColumn) (proto.ColInput, error) {
 			col.Append(v)
 		}
 		return col, nil
+	case "Array(Float64)":
+		col := new(proto.ColFloat64).Array()
+		for _, v := range c.Data.([][]float64) {
+			col.Append(v)
+		}
+		return col, nil
+	case "Array(UInt64)":
+		col := new(proto.ColUInt64).Array()
+		for _, v := range c.Data.([][]uint64) {
+			col.Append(v)
+		}
+		return col, nil
 	case "Array(DateTime64(9, 'UTC'))":
 		col := proto.NewArray[time.Time](newDateTime64())
 		for _, v := range c.Data.([][]time.Time) {

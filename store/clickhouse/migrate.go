@@ -217,7 +217,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 const embeddedSpansSettings = "merge_selector_base = 25, min_bytes_for_wide_part = 67108864, max_parts_to_merge_at_once = 30"
 
 // retentionTables maps each table to its time column for TTL.
-var retentionTables = map[string]string{"spans": "start", "llm_requests": "start", "llm_requests_sample": "start", "llm_requests_sample64": "start", "llm_request_names": "hour", "metric_points": "time", "metric_peaks_5m": "bucket",
+var retentionTables = map[string]string{"spans": "start", "llm_requests": "start", "llm_requests_sample": "start", "llm_requests_sample64": "start", "llm_request_names": "hour", "metric_points": "time", "histogram_points": "time", "metric_peaks_5m": "bucket",
 	"events": "time", "resources": "last_seen", "trace_bounds": "last_start",
 	"llm_request_rollup_5m": "bucket", "llm_request_rollup_1h": "hour", "llm_request_top": "bucket_end",
 	EpisodeRollup: "minute"}

@@ -295,6 +295,45 @@ func MetricsBatch(points []telemetry.MetricPoint) *Batch {
 	}}
 }
 
+// HistogramsBatch lays histogram intervals out as histogram_points columns.
+func HistogramsBatch(points []telemetry.HistogramPoint) *Batch {
+	n := len(points)
+	project := make([]uint32, n)
+	ts, start := make([]time.Time, n), make([]time.Time, n)
+	service, instance, name := make([]string, n), make([]string, n), make([]string, n)
+	labels := make([]map[string]string, n)
+	bounds, counts := make([][]float64, n), make([][]uint64, n)
+	count, sum := make([]uint64, n), make([]float64, n)
+	for i, p := range points {
+		project[i], ts[i], start[i], service[i], instance[i], name[i] = p.ProjectID, p.Time, p.Start, p.Service, p.Instance, p.Name
+		if p.Start.IsZero() {
+			start[i] = p.Time
+		}
+		labels[i], bounds[i], counts[i], count[i], sum[i] = orEmpty(p.Labels), orEmptyOf(p.Bounds), orEmptyOf(p.Counts), p.Count, p.Sum
+	}
+	const lc = "LowCardinality(String)"
+	return &Batch{Table: "histogram_points", Columns: []BatchColumn{
+		{"project_id", "UInt32", project},
+		{"time", "DateTime64(9, 'UTC')", ts},
+		{"start", "DateTime64(9, 'UTC')", start},
+		{"service", lc, service},
+		{"instance", lc, instance},
+		{"name", lc, name},
+		{"labels", "Map(LowCardinality(String), String)", labels},
+		{"bounds", "Array(Float64)", bounds},
+		{"counts", "Array(UInt64)", counts},
+		{"count", "UInt64", count},
+		{"sum", "Float64", sum},
+	}}
+}
+
+func orEmptyOf[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
 // EventsBatch lays events out as events columns.
 func EventsBatch(events []telemetry.Event) *Batch {
 	n := len(events)
