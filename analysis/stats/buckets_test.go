@@ -93,7 +93,9 @@ func TestBucketsQuantilePrometheusRules(t *testing.T) {
 		t.Errorf("no observations = %v, want NaN", got)
 	}
 	var sum Buckets
-	if !sum.Add(b) || !sum.Add(b) || sum.Total() != 80 || sum.Add(inf) {
+	first := sum.Add(b)
+	second := sum.Add(b)
+	if !first || !second || sum.Total() != 80 || sum.Add(inf) {
 		t.Errorf("Add: total %v after two adds; a different layout must be refused", sum.Total())
 	}
 }
