@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -74,7 +75,7 @@ func (s *Server) slosView(c echo.Context, form views.SLOForm) (views.SLOsView, e
 		}
 		v.SLOs = append(v.SLOs, row)
 	}
-	services, err := s.deps.Queries.Services(ctx, project, now.Add(-7*24*time.Hour))
+	services, err := s.deps.Queries.Services(ctx, project, now.Add(-sloScopeLookback))
 	if err != nil {
 		s.deps.Log.Error("slos: list services", "err", err)
 	}
@@ -161,7 +162,10 @@ func (s *Server) createSLO(c echo.Context) error {
 	form := views.SLOForm{Service: strings.TrimSpace(c.FormValue("service")), Model: strings.TrimSpace(c.FormValue("model")),
 		Metric: c.FormValue("metric"), Percentile: strings.TrimSpace(c.FormValue("percentile")),
 		Threshold: strings.TrimSpace(c.FormValue("threshold")), Window: strings.TrimSpace(c.FormValue("window"))}
-	slo, problem := parseSLOForm(form)
+	slo, problem, field := parseSLOForm(form)
+	if problem == "" {
+		problem, field = s.checkSLOScope(c, form)
+	}
 	if problem == "" {
 		slo.ProjectID = int64(projectOf(c))
 		if s.deps.PG == nil {
@@ -172,7 +176,7 @@ func (s *Server) createSLO(c echo.Context) error {
 		}
 		return c.Redirect(http.StatusSeeOther, "/slos?done=slo-created")
 	}
-	form.Error = problem
+	form.Error, form.ErrorField = problem, field
 	v, err := s.slosView(c, form)
 	if err != nil {
 		return err
@@ -180,28 +184,29 @@ func (s *Server) createSLO(c echo.Context) error {
 	return render(c, http.StatusUnprocessableEntity, views.SLOs(v))
 }
 
-// parseSLOForm turns the form into an SLO, or says what is wrong with it.
-func parseSLOForm(f views.SLOForm) (postgres.SLO, string) {
+// parseSLOForm turns the form into an SLO, or says what is wrong with it
+// and in which field.
+func parseSLOForm(f views.SLOForm) (postgres.SLO, string, string) {
 	slo := postgres.SLO{Service: f.Service, Model: f.Model, Metric: f.Metric, Window: f.Window}
 	if len([]rune(f.Service)) > maxNameLen || len([]rune(f.Model)) > maxNameLen*2 {
-		return slo, "The service or model name is too long."
+		return slo, "The service or model name is too long.", "service"
 	}
 	switch f.Metric {
 	case postgres.SLOMetricTTFT, postgres.SLOMetricTPOT, postgres.SLOMetricE2E:
 	default:
-		return slo, "Pick a metric: TTFT, TPOT or E2E."
+		return slo, "Pick a metric: TTFT, TPOT or E2E.", "metric"
 	}
 	p, err := strconv.ParseFloat(f.Percentile, 64)
 	if err != nil || p < 50 || p >= 100 {
-		return slo, "The percentile must be at least 50 and below 100 (e.g. 95 or 99.9)."
+		return slo, "The percentile must be at least 50 and below 100 (e.g. 95 or 99.9).", "percentile"
 	}
 	slo.Percentile = p
 	x, err := strconv.ParseFloat(f.Threshold, 64)
 	if err != nil || x <= 0 || x > 1e9 {
 		if f.Metric == postgres.SLOMetricTPOT {
-			return slo, "The TPOT target must be a positive number of tokens per second, e.g. 30."
+			return slo, "The TPOT target must be a positive number of tokens per second, e.g. 30.", "threshold"
 		}
-		return slo, "The threshold must be a positive number of milliseconds, e.g. 800."
+		return slo, "The threshold must be a positive number of milliseconds, e.g. 800.", "threshold"
 	}
 	slo.ThresholdMs = x
 	if f.Metric == postgres.SLOMetricTPOT {
@@ -209,10 +214,47 @@ func parseSLOForm(f views.SLOForm) (postgres.SLO, string) {
 	}
 	d, err := analysis.ParseSLOWindow(f.Window)
 	if err != nil || d > analysis.MaxWindow {
-		return slo, "The window must be a duration like 1h, 7d or 28d, at most 31 days."
+		return slo, "The window must be a duration like 1h, 7d or 28d, at most 31 days.", "window"
 	}
-	return slo, ""
+	return slo, "", ""
 }
+
+// checkSLOScope refuses an SLO for a service or model that has sent no LLM
+// request in the last week: a typo would otherwise make an SLO that is never
+// evaluated and never alerts.
+func (s *Server) checkSLOScope(c echo.Context, f views.SLOForm) (problem, field string) {
+	if f.Service == "" && f.Model == "" {
+		return "", ""
+	}
+	services, err := s.deps.Queries.Services(c.Request().Context(), projectOf(c), time.Now().UTC().Add(-sloScopeLookback))
+	if err != nil {
+		s.deps.Log.Error("slos: list services", "err", err)
+		return "", "" // the store is busy: take the SLO rather than refuse a valid one
+	}
+	var models []string
+	knownService := false
+	for _, svc := range services {
+		if f.Service == "" || svc.Service == f.Service {
+			knownService = knownService || svc.Service == f.Service
+			models = append(models, svc.Models...)
+		}
+	}
+	if f.Service != "" && !knownService {
+		return fmt.Sprintf("No service named %q has sent LLM requests in the last 7 days; pick one from the list.", f.Service), "service"
+	}
+	if f.Model != "" && !slices.Contains(models, f.Model) {
+		where := "any service"
+		if f.Service != "" {
+			where = f.Service
+		}
+		return fmt.Sprintf("%s has sent no requests for a model named %q in the last 7 days; pick one from the list.", where, f.Model), "model"
+	}
+	return "", ""
+}
+
+// sloScopeLookback is how far back a service or model must have been seen
+// for an SLO to name it (the form's suggestions cover the same week).
+const sloScopeLookback = 7 * 24 * time.Hour
 
 func (s *Server) deleteSLO(c echo.Context) error {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)

@@ -108,6 +108,25 @@ func TestSLOsPageAndAlerts(t *testing.T) {
 			t.Errorf("create SLO %v: %d, want 422 saying %q", tc.form, r.Code, tc.want)
 		}
 	}
+	// A service or model that never sent a request is refused beside its field.
+	for _, tc := range []struct {
+		form      url.Values
+		field     string
+		wantWords string
+	}{
+		{url.Values{"service": {"chat-apj"}, "metric": {"ttft"}, "percentile": {"95"}, "threshold": {"500"}, "window": {"1d"}},
+			"service", `No service named &#34;chat-apj&#34; has sent LLM requests in the last 7 days`},
+		{url.Values{"service": {"chat-api"}, "model": {"lama"}, "metric": {"ttft"}, "percentile": {"95"}, "threshold": {"500"}, "window": {"1d"}},
+			"model", `chat-api has sent no requests for a model named &#34;lama&#34;`},
+	} {
+		r := b.post("/slos", tc.form)
+		if r.Code != http.StatusUnprocessableEntity {
+			t.Errorf("create SLO %v: %d, want 422", tc.form, r.Code)
+			continue
+		}
+		contains(t, "SLO form error", r.Body, `<p class="field-error" id="slo-`+tc.field+`-error" role="alert">`+tc.wantWords,
+			`id="slo-`+tc.field+`" aria-invalid`, `aria-describedby="slo-`+tc.field+`-error"`)
+	}
 	for _, form := range []url.Values{
 		{"service": {"chat-api"}, "metric": {"ttft"}, "percentile": {"95"}, "threshold": {"500"}, "window": {"1d"}},
 		{"service": {"chat-api"}, "model": {"llama"}, "metric": {"tpot"}, "percentile": {"90"}, "threshold": {"50"}, "window": {"7d"}},
