@@ -194,6 +194,10 @@ type Diagnosis struct {
 	// what the assembler has done by more than a minute: requests in spans
 	// received after it are not in the figures yet.
 	AssembledThrough *time.Time `json:"assembled_through,omitempty"`
+	// ServerMetrics is set when the split and the verdict come from the
+	// inference servers' histograms (no server spans): which servers, and
+	// each component's interpolated quantiles with their resolution.
+	ServerMetrics *ServerMetricsFigures `json:"server_metrics,omitempty"`
 }
 
 // sampleScale is how many requests each loaded one stands for.

@@ -1,0 +1,138 @@
+package diagnose
+
+import (
+	"math/rand/v2"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/tokenpath/tokenpath/analysis/stats"
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+// vLLM's request_latency_buckets and ITL buckets (vllm/v1/metrics/loggers.py).
+var (
+	latencyBounds = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0}
+	itlBounds     = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0}
+)
+
+// histMinute buckets values (seconds) observed in one minute.
+func histMinute(at time.Time, name string, bounds []float64, values []float64) HistogramBucket {
+	b := stats.Buckets{Bounds: bounds, Counts: make([]float64, len(bounds)+1)}
+	for _, v := range values {
+		b.Counts[sort.SearchFloat64s(bounds, v)]++
+	}
+	return HistogramBucket{Start: at, Name: name, Buckets: b}
+}
+
+// metricsFleet is an hour of baseline and 20 minutes of window of a
+// metrics-only vLLM and the app calling it; incident shapes the window.
+type incident struct {
+	queue, prefill, itl, clientExtra float64 // seconds added in the window
+	waiting, kv                          float64
+	preempt, hitRate                     float64
+}
+
+func metricsFleet(inc incident) (Input, ServerMetrics) {
+	r := rand.New(rand.NewPCG(7, 41))
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	in := Input{Window: Range{From: t0, To: t0.Add(20 * time.Minute)}}
+	in.Baseline = DefaultBaseline(in.Window)
+	sm := ServerMetrics{Servers: []string{"vllm-llama"}, Endpoints: []string{"vllm.svc:8000"}}
+	for m := -60; m < 20; m++ {
+		at := t0.Add(time.Duration(m) * time.Minute)
+		bad := m >= 0
+		var q, p, itl []float64
+		for i := range 30 {
+			qq, pp, ii := r.ExpFloat64()*0.02, 0.15+r.Float64()*0.1, 0.02+r.Float64()*0.01
+			if bad {
+				qq += inc.queue * (0.5 + r.Float64())
+				pp += inc.prefill * (0.5 + r.Float64())
+				ii += inc.itl * (0.5 + r.Float64())
+			}
+			q, p, itl = append(q, qq), append(p, pp), append(itl, ii)
+			ttft := (qq + pp + 0.03) * 1000
+			if bad {
+				ttft += inc.clientExtra * 1000 * (0.5 + r.Float64())
+			}
+			req := telemetry.LLMRequest{Service: "chat-app", Model: "llama", Start: at.Add(time.Duration(i) * 2 * time.Second), TTFT: &ttft}
+			if bad {
+				in.Requests = append(in.Requests, req)
+			} else {
+				in.BaselineRequests = append(in.BaselineRequests, req)
+			}
+		}
+		ttfts := make([]float64, len(q))
+		for i := range q {
+			ttfts[i] = q[i] + p[i]
+		}
+		sm.Histograms = append(sm.Histograms, histMinute(at, HistQueue, latencyBounds, q), histMinute(at, HistPrefill, latencyBounds, p),
+			histMinute(at, HistTTFT, latencyBounds, ttfts), histMinute(at, HistITL, itlBounds, itl))
+		waiting, kv := 0.0, 0.4
+		if bad {
+			waiting, kv = inc.waiting, max(inc.kv, 0.4)
+		}
+		sm.Gauges = append(sm.Gauges, telemetry.MetricPoint{Time: at, Name: MetricRequestsWaiting, Value: waiting},
+			telemetry.MetricPoint{Time: at, Name: MetricKVCacheUsage, Value: kv})
+	}
+	pre, base := inc.preempt, 0.0
+	hits, queries, bhits := (0.6-inc.hitRate)*1000, 1000.0, 600.0
+	sm.Window = CounterFigures{Preemptions: &pre, PrefixHits: &hits, PrefixQueries: &queries}
+	sm.Baseline = CounterFigures{Preemptions: &base, PrefixHits: &bhits, PrefixQueries: &queries}
+	return in, sm
+}
+
+// A metrics-only fleet's incidents get their verdict from the server's
+// histograms, with the corroborating evidence each calls for.
+func TestServerMetricsVerdicts(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		inc      incident
+		want     Verdict
+		evidence []string // figures some evidence must carry
+	}{
+		{"queueing", incident{queue: 2, waiting: 32, kv: 0.97}, VerdictQueueing, []string{"resolution_ms", "requests_waiting_peak", "kv_cache_peak"}},
+		{"prefill after a prefix-cache drop", incident{prefill: 1.5, hitRate: 0.45}, VerdictPrefill, []string{"prefix_cache_hit_rate"}},
+		{"decode under preemptions", incident{itl: 0.04, preempt: 120, kv: 0.95}, VerdictDecode, []string{"preemptions"}},
+		{"gateway in between", incident{clientExtra: 1.5}, VerdictNetwork, []string{"server_ttft_growth_ms"}},
+		{"nothing moved", incident{}, VerdictHealthy, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, sm := metricsFleet(tc.inc)
+			d := ApplyServerMetrics(Diagnose(in), in, sm)
+			if d.Verdict != tc.want {
+				t.Fatalf("verdict %s (%s), want %s; evidence %+v", d.Verdict, d.Summary, tc.want, d.Evidence)
+			}
+			if d.ServerMetrics == nil || d.ServerMetrics.Components[ComponentQueue].P95 == nil {
+				t.Fatalf("server figures missing: %+v", d.ServerMetrics)
+			}
+			for _, fig := range tc.evidence {
+				found := false
+				for i, e := range d.Evidence {
+					if e.N != i+1 {
+						t.Errorf("evidence %d numbered %d", i+1, e.N)
+					}
+					if _, ok := e.Figures[fig]; ok {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("no evidence quotes %s: %+v", fig, d.Evidence)
+				}
+			}
+		})
+	}
+}
+
+// Spans with the server split decide; the metrics change nothing.
+func TestServerMetricsYieldToServerSpans(t *testing.T) {
+	in, sm := metricsFleet(incident{queue: 2, waiting: 32, kv: 0.97})
+	for i := range in.Requests {
+		q := 5.0
+		in.Requests[i].Queue = &q
+	}
+	before := Diagnose(in)
+	if after := ApplyServerMetrics(before, in, sm); after.ServerMetrics != nil || after.Verdict != before.Verdict {
+		t.Fatalf("metrics overrode span figures: %s → %s", before.Verdict, after.Verdict)
+	}
+}
