@@ -29,8 +29,8 @@ func histMinute(at time.Time, name string, bounds []float64, values []float64) H
 // metrics-only vLLM and the app calling it; incident shapes the window.
 type incident struct {
 	queue, prefill, itl, clientExtra float64 // seconds added in the window
-	waiting, kv                          float64
-	preempt, hitRate                     float64
+	waiting, kv                      float64
+	preempt, hitRate                 float64
 }
 
 func metricsFleet(inc incident) (Input, ServerMetrics) {

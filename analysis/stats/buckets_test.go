@@ -66,11 +66,11 @@ func TestBucketsQuantileWithinResolution(t *testing.T) {
 func TestBucketsQuantilePrometheusRules(t *testing.T) {
 	b := Buckets{Bounds: []float64{1, 2, 4}, Counts: []float64{10, 10, 20, 0}}
 	for _, tc := range []struct{ q, want float64 }{
-		{0, 0},         // rank 0 is the first bucket's start
-		{0.25, 1},      // rank 10: the top of the first bucket
-		{0.375, 1.5},   // rank 15: halfway through (1, 2]
-		{0.75, 3},      // rank 30: halfway through (2, 4]
-		{1, 4},         // rank 40
+		{0, 0},       // rank 0 is the first bucket's start
+		{0.25, 1},    // rank 10: the top of the first bucket
+		{0.375, 1.5}, // rank 15: halfway through (1, 2]
+		{0.75, 3},    // rank 30: halfway through (2, 4]
+		{1, 4},       // rank 40
 		{-0.1, math.Inf(-1)},
 		{1.1, math.Inf(1)},
 	} {
