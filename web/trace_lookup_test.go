@@ -51,7 +51,8 @@ func TestOpenTraceByID(t *testing.T) {
 	}
 	for _, bad := range []string{"", "not-a-trace", strings.Repeat("0", 32), long + "00"} {
 		r := b.get("/trace?" + url.Values{"id": {bad}}.Encode())
-		if r.Code != http.StatusBadRequest || !strings.Contains(html.UnescapeString(r.Body), "a trace ID is 32 hexadecimal digits") {
+		if r.Code != http.StatusBadRequest || !strings.Contains(html.UnescapeString(r.Body), "a trace ID is 32 hexadecimal digits") ||
+			strings.Contains(r.Body, "Something went wrong") {
 			t.Errorf("id %q: %d, want 400 saying what a trace ID is:\n%.300s", bad, r.Code, r.Body)
 		}
 	}
