@@ -421,22 +421,10 @@ func answersView(d diagnose.Diagnosis, compareHref string) []views.DiagAnswer {
 	return out
 }
 
+// causeWords answers "Why is it slow?" with the verdict's own words.
 func causeWords(v diagnose.Verdict) string {
-	switch v {
-	case diagnose.VerdictQueueing:
-		return "Requests wait in the inference server's queue"
-	case diagnose.VerdictPrefill:
-		return "Reading the prompts (prefill) takes longer"
-	case diagnose.VerdictColdStart:
-		return "Requests are held while new instances start"
-	case diagnose.VerdictNetwork:
-		return "Time is lost between the server and the client"
-	case diagnose.VerdictPreInference:
-		return "The app's own work before the model call slowed"
-	case diagnose.VerdictDecode:
-		return "Writing the answers (decode) slowed"
-	case diagnose.VerdictProvider:
-		return "The managed API got slower to its first token"
+	if w := v.CauseWords(); w != "" {
+		return w
 	}
 	return "Unclear"
 }

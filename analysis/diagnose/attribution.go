@@ -291,15 +291,3 @@ func rankCandidates(gs []*group, m mode) []candidate {
 	})
 	return out
 }
-
-// verdictOf maps the winning part to a verdict (the provider/prefill split
-// of a bundled TTFT is decided later, from tokens).
-var verdictOf = map[string]Verdict{
-	ComponentQueue:         VerdictQueueing,
-	ComponentPrefill:       VerdictPrefill,
-	ComponentNetwork:       VerdictNetwork,
-	ComponentColdStartWait: VerdictColdStart,
-	ComponentPreInference:  VerdictPreInference,
-	ComponentDecode:        VerdictDecode,
-	componentBundled:       VerdictProvider,
-}

@@ -107,32 +107,6 @@ const (
 	MetricRequestsRunning = "requests_running"
 )
 
-// Verdict names the part of the request a slowdown is attributed to.
-type Verdict string
-
-// The verdicts a diagnosis can reach.
-const (
-	VerdictPrefill      Verdict = "prefill"
-	VerdictQueueing     Verdict = "queueing"
-	VerdictColdStart    Verdict = "cold_start"
-	VerdictNetwork      Verdict = "network"
-	VerdictPreInference Verdict = "pre_inference"
-	VerdictDecode       Verdict = "decode"
-	// VerdictProvider is a managed API whose bundled TTFT grew on its own.
-	VerdictProvider Verdict = "provider"
-	VerdictHealthy  Verdict = "healthy"
-)
-
-// Label names a verdict in words for pages and alerts ("Cold start"); ""
-// for anything that is not a verdict.
-func (v Verdict) Label() string {
-	return map[Verdict]string{
-		VerdictQueueing: "Queueing", VerdictPrefill: "Prefill", VerdictColdStart: "Cold start",
-		VerdictNetwork: "Network", VerdictPreInference: "Pre-inference", VerdictDecode: "Decode",
-		VerdictProvider: "Provider", VerdictHealthy: "Healthy",
-	}[v]
-}
-
 // Evidence is one numbered finding with the figures it quotes, so a page can
 // chart or highlight them without parsing the sentence.
 type Evidence struct {
