@@ -5,7 +5,7 @@ export GOFLAGS ?= -mod=mod
 
 NODE_STAMP := node_modules/.package-lock.json
 
-.PHONY: run test test-reliability deps build generate check-generated lint fuzz docs bench-ingest bench-query clean
+.PHONY: run test test-reliability deps js-producers build generate check-generated lint fuzz docs bench-ingest bench-query clean
 
 ## run: install what is missing, then start the server with demo traffic on the embedded defaults
 # Each step says what it does first: the first run downloads modules and
@@ -20,8 +20,8 @@ run:
 	@echo "==> [4/4] starting the server with demo traffic (Ctrl-C stops it)"
 	@./bin/tokenpath-server --demo
 
-## test: the whole suite (vet, staticcheck, generated code current, unit + integration + browser tests, short fuzz)
-test: deps check-generated lint
+## test: the whole suite (vet, staticcheck, generated code current, unit + integration + browser tests, the JS producer suite, short fuzz)
+test: deps js-producers check-generated lint
 	$(GO) test -count=1 -timeout 45m ./...
 	$(MAKE) fuzz FUZZTIME=10000x
 
@@ -41,6 +41,14 @@ web/static/vendor/.stamp: $(NODE_STAMP)
 # npm ci only when the lockfile changed since the last install.
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
+
+# The JS producer suite's own packages (the real npm LLM instrumentations,
+# ingest/jsproducers_test.go): test-only, so `make run` never installs them.
+JS_PRODUCERS := testdata/producers/js
+js-producers: $(JS_PRODUCERS)/node_modules/.package-lock.json
+
+$(JS_PRODUCERS)/node_modules/.package-lock.json: $(JS_PRODUCERS)/package.json $(JS_PRODUCERS)/package-lock.json
+	npm ci --prefix $(JS_PRODUCERS) --no-audit --no-fund
 
 build: deps generate
 	$(GO) build -o bin/ ./cmd/...
