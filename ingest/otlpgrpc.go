@@ -17,8 +17,8 @@ import (
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -79,7 +79,14 @@ func (r *Receiver) GRPCServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ForceServerCodecV2(rawCodec{grpcencoding.GetCodecV2(grpcproto.Name)}),
 		grpc.MaxRecvMsgSize(limit),
-		grpc.MaxConcurrentStreams(256),
+		// The key is checked from the stream's headers before its message
+		// is read: an unauthenticated export costs no body memory
+		// (TestGRPCRefusesUnauthenticatedBeforeReading).
+		grpc.InTapHandle(r.grpcAuthTap),
+		// gRPC reads a whole message before its handler runs, so a
+		// connection holds at most grpcStreamsPerConn × MaxBodyBytes of
+		// request bodies; clients queue further exports on their side.
+		grpc.MaxConcurrentStreams(grpcStreamsPerConn),
 		// Bounded resources per client: a connection that never finishes its
 		// handshake is dropped after 10 s, an idle one after 5 minutes, and
 		// dead peers are found by keepalive pings.
@@ -104,21 +111,67 @@ func (r *Receiver) recoverPanics(ctx context.Context, req any, info *grpc.UnaryS
 	return handler(ctx, req)
 }
 
-func (r *Receiver) grpcProject(ctx context.Context, signal string) (uint32, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
+// grpcStreamsPerConn bounds concurrent exports on one connection (HTTP/2
+// streams), and with MaxBodyBytes the request bytes it can hold: 32 ×
+// 16 MiB. The OTel Collector's exporter sends 10 at once by default.
+const grpcStreamsPerConn = 32
+
+// grpcAuthTimeout bounds the key lookup of a new stream: the tap runs on
+// the connection's reader, which waits meanwhile.
+const grpcAuthTimeout = 5 * time.Second
+
+// grpcProjectKey carries the project grpcAuthTap authenticated.
+type grpcProjectKey struct{}
+
+// grpcAuthTap authenticates an OTLP stream from its authorization header
+// when its headers arrive, before gRPC reads the message: a refused stream
+// is reset at once and its body is never buffered. Other methods pass: the
+// server registers none but OTLP's, and gRPC answers an unknown one
+// Unimplemented without reading its message.
+func (r *Receiver) grpcAuthTap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	signal := grpcSignal(info.FullMethodName)
+	if signal == "" {
+		return ctx, nil
+	}
 	var header string
-	if v := md.Get("authorization"); len(v) > 0 {
+	if v := info.Header.Get("authorization"); len(v) > 0 {
 		header = v[0]
 	}
-	p, err := r.authenticate(ctx, header)
-	if err != nil {
-		r.Pipeline.Metrics.Requests.WithLabelValues(signal, "grpc", "unauthenticated").Inc()
-		if errors.Is(err, errAuthUnavailable) {
-			return 0, status.Error(codes.Unavailable, err.Error())
-		}
-		return 0, status.Error(codes.Unauthenticated, err.Error())
+	actx, cancel := context.WithTimeout(ctx, grpcAuthTimeout)
+	defer cancel()
+	p, err := r.authenticate(actx, header)
+	if err == nil {
+		return context.WithValue(ctx, grpcProjectKey{}, p), nil
 	}
-	return p, nil
+	r.Pipeline.Metrics.Requests.WithLabelValues(signal, "grpc", "unauthenticated").Inc()
+	if errors.Is(err, errAuthUnavailable) || actx.Err() != nil && ctx.Err() == nil {
+		return nil, status.Error(codes.Unavailable, errAuthUnavailable.Error())
+	}
+	return nil, status.Error(codes.Unauthenticated, err.Error())
+}
+
+// grpcSignal names the OTLP signal of a gRPC method, "" for any other.
+func grpcSignal(fullMethod string) string {
+	switch fullMethod {
+	case "/" + coltracepb.TraceService_ServiceDesc.ServiceName + "/Export":
+		return "traces"
+	case "/" + colmetricspb.MetricsService_ServiceDesc.ServiceName + "/Export":
+		return "metrics"
+	case "/" + collogspb.LogsService_ServiceDesc.ServiceName + "/Export":
+		return "logs"
+	}
+	return ""
+}
+
+// grpcProject is the project grpcAuthTap authenticated the stream for.
+func (r *Receiver) grpcProject(ctx context.Context, signal string) (uint32, error) {
+	if p, ok := ctx.Value(grpcProjectKey{}).(uint32); ok {
+		return p, nil
+	}
+	// A server built without GRPCServerOptions has no tap; refuse rather
+	// than accept an export nobody authenticated.
+	r.Pipeline.Metrics.Requests.WithLabelValues(signal, "grpc", "unauthenticated").Inc()
+	return 0, status.Error(codes.Unauthenticated, "the stream was not authenticated: build the server with GRPCServerOptions")
 }
 
 // grpcStatus maps pipeline errors: overload and storage trouble are
