@@ -4,7 +4,10 @@
 // beyond small helpers, so every stage can share it without import cycles.
 package telemetry
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // LLMRole says which side of an LLM call a span records.
 type LLMRole uint8
@@ -82,12 +85,46 @@ type LLMCall struct {
 	// ClientTTFT is the time from span start to the first streamed token as
 	// the client saw it.
 	ClientTTFT *time.Duration
+	// TTFTSource names where ClientTTFT came from: the wire attribute, or
+	// "event:" and the event's name; a TTFTAfterHeaders suffix marks a
+	// clock that starts after the response headers (ranked lowest).
+	TTFTSource string
+	// ResponseID identifies the call across traces, for joining a server
+	// span that arrived without trace context to its client call: on a
+	// client span the id it received (gen_ai.response.id, e.g.
+	// "chatcmpl-…"), on a server span the id it logged for the request
+	// (vLLM's and SGLang's gen_ai.request.id), which is the same id.
+	ResponseID string
+	// ServerAddress and ServerPort are the endpoint the client called
+	// (server.address, server.port); ServerPort is 0 when unknown.
+	ServerAddress string
+	ServerPort    uint16
 	// Server split (vLLM/SGLang gen_ai.latency.*).
 	QueueTime   *time.Duration
 	PrefillTime *time.Duration
 	ServerTTFT  *time.Duration
 	DecodeTime  *time.Duration
 	ServerE2E   *time.Duration
+	// Preemptions counts how often the server paused the request to free
+	// KV cache (vLLM journey events); nil when the server does not say.
+	Preemptions *int64
+}
+
+// TTFTAfterHeaders ends a TTFTSource whose clock starts only once the
+// response headers arrived (OpenLIT): it misses the wait for the headers, so
+// any other client TTFT of the same call ranks above it.
+const TTFTAfterHeaders = " (after headers)"
+
+// TTFTRank orders client TTFT sources: higher is closer to the request's
+// true start. An empty source (no TTFT) ranks below every other.
+func TTFTRank(source string) int {
+	switch {
+	case source == "":
+		return 0
+	case strings.HasSuffix(source, TTFTAfterHeaders):
+		return 1
+	}
+	return 2
 }
 
 // IsLLM reports whether the span records an LLM call.

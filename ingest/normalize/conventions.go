@@ -1,9 +1,6 @@
 package normalize
 
 import (
-	"encoding/json"
-	"math"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,30 +16,109 @@ type llmMarker struct {
 	Value string
 }
 
-// llmMarkers are the conventions that identify an LLM call. Besides these,
-// any gen_ai.latency.* attribute marks the inference server's own span.
+// llmMarkers are the conventions that identify an LLM client call.
 var llmMarkers = []llmMarker{
-	{Attr: "gen_ai.operation.name"},                          // OTel GenAI semconv
-	{Attr: "gen_ai.provider.name"},                           // OTel GenAI semconv ≥ 1.37
-	{Attr: "gen_ai.system"},                                  // OTel GenAI semconv < 1.37, OpenLLMetry, OpenLIT
-	{Attr: "openinference.span.kind", Value: "LLM"},          // OpenInference (Arize Phoenix)
-	{Attr: "langfuse.observation.type", Value: "generation"}, // Langfuse OTel SDK
-	{Attr: "llm.request.type"},                               // OpenLLMetry (Traceloop)
+	// OTel GenAI semconv (open-telemetry/semantic-conventions
+	// docs/gen-ai/gen-ai-spans.md); gen_ai.system is its name before 1.37,
+	// still sent by OpenLIT (sdk/python/src/openlit/semcov/__init__.py)
+	// and older OpenLLMetry.
+	{Attr: "gen_ai.operation.name"},
+	{Attr: "gen_ai.provider.name"},
+	{Attr: "gen_ai.system"},
+	// OpenInference (Arize-ai/openinference, python/openinference-semantic-
+	// conventions/src/openinference/semconv/trace/__init__.py).
+	{Attr: "openinference.span.kind", Value: "LLM"},
+	// Langfuse SDK v3/v4 (langfuse/langfuse-python langfuse/_client/attributes.py).
+	{Attr: "langfuse.observation.type", Value: "generation"},
+	// OpenLLMetry (traceloop/openllmetry packages/opentelemetry-semantic-
+	// conventions-ai/opentelemetry/semconv_ai/__init__.py LLM_REQUEST_TYPE).
+	{Attr: "llm.request.type"},
 }
 
-// nonModelOperations are gen_ai.operation.name values of GenAI spans that
-// are not a model call: an agent invocation wraps several LLM calls and a
-// tool call wraps none, so counting either as one would double-count or
-// invent requests. They carry gen_ai.provider.name too, hence the veto.
-var nonModelOperations = map[string]struct{}{
-	"invoke_agent": {},
-	"create_agent": {},
-	"execute_tool": {},
+// notModelCall vetoes a span that carries an LLM marker but is not a model
+// call: an agent or workflow wraps several calls and a tool, retrieval or
+// embedding call is none, so counting them would invent requests. A rule
+// matches when the span's Attr is set and its lowercased value is not one
+// of Calls; or, with NamePrefix, when the span name starts with it.
+type notModelCall struct {
+	Attr       string
+	Calls      []string
+	NamePrefix string
 }
 
-// serverLatencyPrefix starts the attributes vLLM puts on its llm_request
-// span; their presence makes the span the server side of the call.
+// notModelCalls: a span matching any rule is never an LLM request.
+var notModelCalls = []notModelCall{
+	// Semconv operations that are model calls; the rest (invoke_agent,
+	// create_agent, execute_tool, embeddings, retrieval …) are not.
+	// OpenLLMetry LangChain sends execute_task and vector_db_retrieve on
+	// task spans (packages/opentelemetry-instrumentation-langchain/
+	// opentelemetry/instrumentation/langchain/callback_handler.py), OpenLIT
+	// invoke_workflow, vectordb, model_request … (semcov/__init__.py).
+	{Attr: "gen_ai.operation.name", Calls: []string{"chat", "text_completion", "generate_content", "completion"}},
+	// OpenLLMetry workflow/task/agent/tool spans (semconv_ai
+	// TraceloopSpanKindValues); its LLM spans carry no span kind.
+	{Attr: "traceloop.span.kind", Calls: []string{"unknown"}},
+	// OpenLLMetry LLMRequestTypeValues: embedding and rerank are not calls
+	// that produce tokens.
+	{Attr: "llm.request.type", Calls: []string{"chat", "completion", "unknown"}},
+	// OpenInference: CHAIN, TOOL, AGENT, RETRIEVER, EMBEDDING, RERANKER,
+	// GUARDRAIL, EVALUATOR spans are not model calls.
+	{Attr: "openinference.span.kind", Calls: []string{"llm"}},
+	// Langfuse: span, agent, tool, chain, retriever, embedding, guardrail …
+	// (langfuse-python langfuse/_client/constants.py ObservationTypeLiteral).
+	{Attr: "langfuse.observation.type", Calls: []string{"generation"}},
+	// Pydantic Logfire logs a streamed call's end as a zero-length span
+	// named by its message template, "streaming response from
+	// {request_data[model]!r} took {duration:.2f}s", with the request's
+	// gen_ai.* attributes (pydantic/logfire logfire/_internal/integrations/
+	// llm_providers/llm_provider.py): the call is its request span.
+	{NamePrefix: "streaming response"},
+}
+
+// serverMarker says "a span with this name and attribute is the inference
+// server's own record of a call".
+type serverMarker struct {
+	Name string
+	Attr string
+	// Event, when set, marks by a span event of that name instead.
+	Event string
+}
+
+// serverMarkers identify server spans besides any gen_ai.latency.*
+// attribute (vLLM vllm/tracing.py SpanAttributes; SGLang
+// python/sglang/srt/observability/trace.py SpanAttributes).
+var serverMarkers = []serverMarker{
+	// HF TGI's router spans the handler (router/src/server.rs: generate and
+	// generate_stream, #[instrument] fields queue_time, inference_time …).
+	{Name: "generate", Attr: "inference_time"},
+	{Name: "generate_stream", Attr: "inference_time"},
+	// vLLM journey tracing: the engine's llm_core span carries lifecycle
+	// events journey.QUEUED, journey.SCHEDULED, journey.FIRST_TOKEN,
+	// journey.PREEMPTED, journey.FINISHED (vllm-project/vllm
+	// JOURNEY_TRACING.md, vllm/v1/core/sched/journey_events.py).
+	{Event: journeyQueued},
+}
+
+// serverLatencyPrefix starts the attributes vLLM and SGLang put on their
+// request span; their presence makes the span the server side of the call.
 const serverLatencyPrefix = "gen_ai.latency."
+
+// vLLM journey event names (see serverMarkers).
+const (
+	journeyQueued     = "journey.QUEUED"
+	journeyScheduled  = "journey.SCHEDULED"
+	journeyFirstToken = "journey.FIRST_TOKEN"
+	journeyPreempted  = "journey.PREEMPTED"
+)
+
+// streamAttr says whether the client asked for a stream (semconv
+// gen_ai.request.stream, OpenLIT GEN_AI_REQUEST_IS_STREAM).
+const streamAttr = "gen_ai.request.stream"
+
+// producerAttrs tell a producer apart where a rule depends on it: SGLang's
+// request span carries module = "sglang::request" (trace.py
+// trace_req_start).
+const sglangModuleAttr, sglangModulePrefix = "module", "sglang::"
 
 // unit says how a wire value is read into a canonical field.
 type unit uint8
@@ -58,13 +134,27 @@ const (
 	// seconds: a non-negative number of seconds (int, double or numeric
 	// string), stored as a time.Duration.
 	seconds
+	// durationText: a duration as Rust's Debug prints one ("12.3ms",
+	// "850µs", "1.2s"), which is Go's time.ParseDuration syntax.
+	durationText
 	// timestamp: an absolute time (ISO 8601 string, possibly JSON-quoted,
 	// or a unix epoch number); the field is that time minus span start.
 	timestamp
-	// firstTokenEvent is not an attribute: the first span event whose
-	// lowercase name matches *first*token* or *first*chunk*; the field is
-	// its time minus span start.
-	firstTokenEvent
+	// endpoint: a URL; the field is its host (ServerAddress) or port
+	// (ServerPort, the scheme's default when the URL names none).
+	endpoint
+	// port: a TCP port, 1..65535.
+	port
+	// firstEvent is not an attribute: the span's first event named Event
+	// (or, with Event empty, matching *first*token* / *first*chunk*); the
+	// field is its time minus span start.
+	firstEvent
+	// eventGap is the time from the first event named From to the first
+	// named Event after it, both on the span.
+	eventGap
+	// eventCount is how many events named Event the span has, when it has
+	// an event named From (else the producer does not say).
+	eventCount
 )
 
 // wireKey is one place a canonical field may be found on the wire.
@@ -74,6 +164,22 @@ type wireKey struct {
 	// JSONField, when set, means the attribute holds a JSON object and the
 	// value is this member of it (Langfuse's usage_details).
 	JSONField string
+	// Event and From name span events for the event units.
+	Event, From string
+	// Complete: the event key holds only when the SDK dropped no events
+	// (OpenLLMetry keeps a span's last 128 chunk events: the first kept one
+	// is then not the first chunk).
+	Complete bool
+	// StreamOnly: the value means what it says only on a streamed call
+	// (gen_ai.request.stream true); OpenLIT sets its TTFT to the whole
+	// duration on other calls.
+	StreamOnly bool
+	// AfterHeaders: a TTFT whose clock starts once the response headers
+	// arrived (telemetry.TTFTAfterHeaders).
+	AfterHeaders bool
+	// NotFor skips the key on SGLang's span ("sglang"), whose prefill
+	// includes the queue wait.
+	NotFor string
 }
 
 // side says for which role of LLM span a rule applies.
@@ -100,6 +206,10 @@ const (
 	fieldServerTTFT
 	fieldDecodeTime
 	fieldServerE2E
+	fieldResponseID
+	fieldServerAddress
+	fieldServerPort
+	fieldPreemptions
 )
 
 // fieldRule lists, for one canonical field, the wire keys that carry it.
@@ -115,24 +225,24 @@ type fieldRule struct {
 // priority order. It is meant to be read as documentation.
 var conventions = []fieldRule{
 	{Field: fieldModel, Keys: []wireKey{
-		{Attr: "gen_ai.response.model"},           // OTel GenAI; vLLM llm_request
+		{Attr: "gen_ai.response.model"},           // OTel GenAI; SGLang; vLLM V1 sends none
 		{Attr: "gen_ai.request.model"},            // OTel GenAI (what was asked for)
 		{Attr: "llm.model_name"},                  // OpenInference
 		{Attr: "langfuse.observation.model.name"}, // Langfuse
 	}},
 	{Field: fieldProvider, Keys: []wireKey{
-		{Attr: "gen_ai.provider.name", Unit: lowerText}, // OTel GenAI ≥ 1.37
-		{Attr: "gen_ai.system", Unit: lowerText},        // OTel GenAI < 1.37, OpenLLMetry, OpenLIT
+		{Attr: "gen_ai.provider.name", Unit: lowerText}, // OTel GenAI ≥ 1.37, OpenLLMetry
+		{Attr: "gen_ai.system", Unit: lowerText},        // OTel GenAI < 1.37, OpenLIT, LiteLLM
 		{Attr: "llm.provider", Unit: lowerText},         // OpenInference (hosting provider)
 		{Attr: "llm.system", Unit: lowerText},           // OpenInference (model family)
 	}},
 	{Field: fieldOperation, Keys: []wireKey{
-		{Attr: "gen_ai.operation.name"}, // chat, text_completion, embeddings …
-		{Attr: "llm.request.type"},      // OpenLLMetry: chat, completion …
+		{Attr: "gen_ai.operation.name"}, // chat, text_completion …
+		{Attr: "llm.request.type"},      // OpenLLMetry: chat, completion
 	}},
 	{Field: fieldInputTokens, Keys: []wireKey{
-		{Attr: "gen_ai.usage.input_tokens", Unit: count},  // OTel GenAI ≥ 1.27
-		{Attr: "gen_ai.usage.prompt_tokens", Unit: count}, // OTel GenAI older; vLLM; OpenLLMetry
+		{Attr: "gen_ai.usage.input_tokens", Unit: count},  // OTel GenAI ≥ 1.27, OpenLLMetry, OpenLIT
+		{Attr: "gen_ai.usage.prompt_tokens", Unit: count}, // OTel GenAI older; vLLM; SGLang; LiteLLM
 		{Attr: "llm.token_count.prompt", Unit: count},     // OpenInference
 		{Attr: "llm.usage.prompt_tokens", Unit: count},    // OpenLLMetry (older)
 		{Attr: "langfuse.observation.usage_details", Unit: count, JSONField: "input"},
@@ -145,38 +255,92 @@ var conventions = []fieldRule{
 		{Attr: "langfuse.observation.usage_details", Unit: count, JSONField: "output"},
 	}},
 	{Field: fieldClientTTFT, Side: clientSide, Keys: []wireKey{
-		{Attr: "gen_ai.response.time_to_first_chunk", Unit: seconds},          // OTel GenAI
-		{Attr: "gen_ai.server.ttft", Unit: seconds},                           // OpenLIT
-		{Attr: "langfuse.observation.completion_start_time", Unit: timestamp}, // Langfuse
-		{Unit: firstTokenEvent},                                               // e.g. OpenInference "First Token Stream Event"
+		// OTel GenAI: seconds, streamed calls only.
+		{Attr: "gen_ai.response.time_to_first_chunk", Unit: seconds},
+		// Langfuse: generation.completion_start_time, JSON-quoted ISO time
+		// (langfuse-python langfuse/_client/attributes.py).
+		{Attr: "langfuse.observation.completion_start_time", Unit: timestamp},
+		// OpenInference Python adds "First Token Stream Event" on the first
+		// chunk (python/instrumentation/openinference-instrumentation-openai/
+		// src/openinference/instrumentation/openai/_stream.py _process_chunk).
+		{Unit: firstEvent, Event: "First Token Stream Event"},
+		// OpenLLMetry Python adds gen_ai.content.completion.chunk per chunk
+		// (packages/opentelemetry-instrumentation-openai/opentelemetry/
+		// instrumentation/openai/shared/chat_wrappers.py).
+		{Unit: firstEvent, Event: "gen_ai.content.completion.chunk", Complete: true},
+		// OpenLIT: gen_ai.server.time_to_first_token in seconds, timed from
+		// after the response headers, and the whole duration on non-streamed
+		// calls (sdk/python/src/openlit/semcov/__init__.py GEN_AI_SERVER_TTFT).
+		{Attr: "gen_ai.server.time_to_first_token", Unit: seconds, StreamOnly: true, AfterHeaders: true},
+		{Unit: firstEvent}, // any other *first*token* / *first*chunk* event
 	}},
-	// The server split: vLLM's llm_request span (SpanAttributes in
-	// vllm/tracing.py), all in seconds. SGLang's tracing exports stage
-	// spans (prefill_waiting, prefill_forward, decode_loop …) rather than
-	// these attributes, so it is accepted only when it sends the same keys.
+	// The server split. vLLM's llm_request span (vllm/tracing.py
+	// SpanAttributes, set in vllm/v1/engine/output_processor.py do_tracing)
+	// and SGLang's request span (observability/req_time_stats.py
+	// convert_to_gen_ai_span_attrs), all in seconds. SGLang sends no queue
+	// time and its prefill runs from dispatch to first token, the wait
+	// included: it stays unsplit (queue+prefill) rather than labelled prefill.
+	// TGI (router/src/server.rs) records its timings as Rust Debug strings.
 	{Field: fieldQueueTime, Side: serverSide, Keys: []wireKey{
 		{Attr: "gen_ai.latency.time_in_queue", Unit: seconds},
+		{Attr: "queue_time", Unit: durationText}, // TGI
+		{Unit: eventGap, From: journeyQueued, Event: journeyScheduled},
 	}},
 	{Field: fieldPrefillTime, Side: serverSide, Keys: []wireKey{
-		{Attr: "gen_ai.latency.time_in_model_prefill", Unit: seconds},
+		{Attr: "gen_ai.latency.time_in_model_prefill", Unit: seconds, NotFor: "sglang"},
+		{Unit: eventGap, From: journeyScheduled, Event: journeyFirstToken},
 	}},
 	{Field: fieldServerTTFT, Side: serverSide, Keys: []wireKey{
 		{Attr: "gen_ai.latency.time_to_first_token", Unit: seconds},
+		{Unit: eventGap, From: journeyQueued, Event: journeyFirstToken},
 	}},
 	{Field: fieldDecodeTime, Side: serverSide, Keys: []wireKey{
 		{Attr: "gen_ai.latency.time_in_model_decode", Unit: seconds},
 	}},
 	{Field: fieldServerE2E, Side: serverSide, Keys: []wireKey{
 		{Attr: "gen_ai.latency.e2e", Unit: seconds},
+		{Attr: "total_time", Unit: durationText}, // TGI
+	}},
+	{Field: fieldPreemptions, Side: serverSide, Keys: []wireKey{
+		{Unit: eventCount, From: journeyQueued, Event: journeyPreempted},
+	}},
+	// Identity, for joining a server span that arrived in its own trace:
+	// the client's gen_ai.response.id (OTel GenAI, OpenLLMetry, OpenLIT) is
+	// the chatcmpl-… id that vLLM logs as gen_ai.request.id
+	// (output_processor.py do_tracing: external_req_id).
+	{Field: fieldResponseID, Side: clientSide, Keys: []wireKey{
+		{Attr: "gen_ai.response.id"},
+	}},
+	{Field: fieldResponseID, Side: serverSide, Keys: []wireKey{
+		{Attr: "gen_ai.request.id"}, // vLLM, SGLang
+		{Attr: "rid"},               // SGLang's root span (trace.py trace_req_start)
+	}},
+	{Field: fieldServerAddress, Side: clientSide, Keys: []wireKey{
+		{Attr: "server.address"},                         // OTel GenAI, OpenLIT
+		{Attr: "gen_ai.openai.api_base", Unit: endpoint}, // OpenLLMetry: the client's base_url
+	}},
+	{Field: fieldServerPort, Side: clientSide, Keys: []wireKey{
+		{Attr: "server.port", Unit: port},
+		{Attr: "gen_ai.openai.api_base", Unit: endpoint},
 	}},
 }
 
 // conventionKeys is every attribute name the tables above read, so one pass
 // over a span's attributes can pick them out without building a full map.
 var conventionKeys = func() map[string]struct{} {
-	m := map[string]struct{}{}
+	m := map[string]struct{}{streamAttr: {}, sglangModuleAttr: {}}
 	for _, mk := range llmMarkers {
 		m[mk.Attr] = struct{}{}
+	}
+	for _, r := range notModelCalls {
+		if r.Attr != "" {
+			m[r.Attr] = struct{}{}
+		}
+	}
+	for _, r := range serverMarkers {
+		if r.Attr != "" {
+			m[r.Attr] = struct{}{}
+		}
 	}
 	for _, r := range conventions {
 		for _, k := range r.Keys {
@@ -197,11 +361,13 @@ const maxCount = 1 << 53
 
 // spanView is what the convention rules need to know about one span.
 type spanView struct {
-	attrs  map[string]*commonpb.AnyValue // convention keys only
-	server bool                          // has a gen_ai.latency.* attribute
-	start  time.Time
-	end    time.Time
-	events []spanEvent
+	attrs         map[string]*commonpb.AnyValue // convention keys only
+	server        bool                          // has a gen_ai.latency.* attribute
+	name          string
+	start         time.Time
+	end           time.Time
+	events        []spanEvent
+	droppedEvents uint32
 }
 
 type spanEvent struct {
@@ -209,26 +375,93 @@ type spanEvent struct {
 	time time.Time
 }
 
+// text is attribute k as a trimmed string of at most n bytes, "" if absent.
+func (v *spanView) text(k string, n int) string {
+	val, ok := v.attrs[k]
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(valueString(val, n))
+}
+
 // role classifies the span: not an LLM call, the client's or the server's.
 func (v *spanView) role() telemetry.LLMRole {
 	if v.server {
 		return telemetry.LLMServer
 	}
-	if op, ok := v.attrs["gen_ai.operation.name"]; ok {
-		if _, agent := nonModelOperations[strings.ToLower(valueString(op, 64))]; agent {
+	for _, m := range serverMarkers {
+		switch {
+		case m.Event != "":
+			if v.event(m.Event, 0) >= 0 {
+				return telemetry.LLMServer
+			}
+		case v.name == m.Name:
+			if _, ok := v.attrs[m.Attr]; ok {
+				return telemetry.LLMServer
+			}
+		}
+	}
+	for _, r := range notModelCalls {
+		if r.vetoes(v) {
 			return telemetry.NotLLM
 		}
 	}
 	for _, mk := range llmMarkers {
-		val, ok := v.attrs[mk.Attr]
-		if !ok {
+		if _, ok := v.attrs[mk.Attr]; !ok {
 			continue
 		}
-		if mk.Value == "" || strings.EqualFold(strings.TrimSpace(valueString(val, 64)), mk.Value) {
+		if mk.Value == "" || strings.EqualFold(v.text(mk.Attr, 64), mk.Value) {
 			return telemetry.LLMClient
 		}
 	}
 	return telemetry.NotLLM
+}
+
+func (r *notModelCall) vetoes(v *spanView) bool {
+	if r.NamePrefix != "" {
+		return len(v.name) >= len(r.NamePrefix) && strings.EqualFold(v.name[:len(r.NamePrefix)], r.NamePrefix)
+	}
+	if _, ok := v.attrs[r.Attr]; !ok {
+		return false
+	}
+	val := strings.ToLower(v.text(r.Attr, 64))
+	for _, c := range r.Calls {
+		if val == c {
+			return false
+		}
+	}
+	return true
+}
+
+// producer names the producer where a rule depends on it ("sglang"), else "".
+func (v *spanView) producer() string {
+	if strings.HasPrefix(v.text(sglangModuleAttr, 64), sglangModulePrefix) {
+		return "sglang"
+	}
+	return ""
+}
+
+// streamed reports whether the client asked for a stream.
+func (v *spanView) streamed() bool {
+	val, ok := v.attrs[streamAttr]
+	if !ok {
+		return false
+	}
+	if b, ok := val.GetValue().(*commonpb.AnyValue_BoolValue); ok {
+		return b.BoolValue
+	}
+	return strings.EqualFold(v.text(streamAttr, 8), "true")
+}
+
+// event is the index of the first event named name at or after index from,
+// or -1.
+func (v *spanView) event(name string, from int) int {
+	for i := from; i < len(v.events); i++ {
+		if v.events[i].name == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // llmCall applies the conventions table to one span.
@@ -237,13 +470,20 @@ func (v *spanView) llmCall() telemetry.LLMCall {
 	if call.Role == telemetry.NotLLM {
 		return call
 	}
+	producer := v.producer()
 	for _, rule := range conventions {
 		if rule.Side == clientSide && call.Role != telemetry.LLMClient ||
 			rule.Side == serverSide && call.Role != telemetry.LLMServer {
 			continue
 		}
 		for _, k := range rule.Keys {
+			if k.NotFor != "" && k.NotFor == producer || k.StreamOnly && !v.streamed() {
+				continue
+			}
 			if v.apply(&call, rule.Field, k) {
+				if rule.Field == fieldClientTTFT {
+					call.TTFTSource = ttftSource(k)
+				}
 				break
 			}
 		}
@@ -251,15 +491,55 @@ func (v *spanView) llmCall() telemetry.LLMCall {
 	return call
 }
 
+// ttftSource names the key a client TTFT came from (telemetry.LLMCall.TTFTSource).
+func ttftSource(k wireKey) string {
+	src := k.Attr
+	switch {
+	case k.Unit == firstEvent && k.Event != "":
+		src = "event:" + k.Event
+	case k.Unit == firstEvent:
+		src = "event:first token"
+	}
+	if k.AfterHeaders {
+		src += telemetry.TTFTAfterHeaders
+	}
+	return src
+}
+
 // apply reads one wire key into field f; it reports whether a usable value
 // was found.
 func (v *spanView) apply(call *telemetry.LLMCall, f field, k wireKey) bool {
 	switch k.Unit {
-	case text, lowerText:
-		val, ok := v.attrs[k.Attr]
-		if !ok {
+	case firstEvent:
+		return v.applyFirstEvent(call, f, k)
+	case eventGap:
+		i := v.event(k.From, 0)
+		if i < 0 {
 			return false
 		}
+		j := v.event(k.Event, i)
+		if j < 0 || v.events[j].time.Before(v.events[i].time) {
+			return false
+		}
+		setDuration(call, f, v.events[j].time.Sub(v.events[i].time))
+		return true
+	case eventCount:
+		if v.event(k.From, 0) < 0 {
+			return false
+		}
+		var n int64
+		for i := v.event(k.Event, 0); i >= 0; i = v.event(k.Event, i+1) {
+			n++
+		}
+		setCount(call, f, n)
+		return true
+	}
+	val, ok := v.attrs[k.Attr]
+	if !ok {
+		return false
+	}
+	switch k.Unit {
+	case text, lowerText:
 		s := strings.TrimSpace(valueString(val, maxNameBytes))
 		if s == "" {
 			return false
@@ -270,10 +550,6 @@ func (v *spanView) apply(call *telemetry.LLMCall, f field, k wireKey) bool {
 		setText(call, f, s)
 		return true
 	case count:
-		val, ok := v.attrs[k.Attr]
-		if !ok {
-			return false
-		}
 		var n int64
 		if k.JSONField != "" {
 			n, ok = jsonCount(val, k.JSONField)
@@ -285,22 +561,37 @@ func (v *spanView) apply(call *telemetry.LLMCall, f field, k wireKey) bool {
 		}
 		setCount(call, f, n)
 		return true
-	case seconds:
-		val, ok := v.attrs[k.Attr]
+	case port:
+		n, ok := readCount(val)
+		if !ok || n < 1 || n > 65535 {
+			return false
+		}
+		call.ServerPort = uint16(n)
+		return true
+	case endpoint:
+		host, p, ok := readEndpoint(val)
 		if !ok {
 			return false
 		}
-		d, ok := readSeconds(val)
+		if f == fieldServerPort {
+			call.ServerPort = p
+		} else {
+			setText(call, f, host)
+		}
+		return true
+	case seconds, durationText:
+		var d time.Duration
+		if k.Unit == seconds {
+			d, ok = readSeconds(val)
+		} else {
+			d, ok = readDurationText(val)
+		}
 		if !ok {
 			return false
 		}
 		setDuration(call, f, d)
 		return true
 	case timestamp:
-		val, ok := v.attrs[k.Attr]
-		if !ok {
-			return false
-		}
 		t, ok := readTimestamp(val)
 		if !ok {
 			return false
@@ -311,20 +602,28 @@ func (v *spanView) apply(call *telemetry.LLMCall, f field, k wireKey) bool {
 		}
 		setDuration(call, f, d)
 		return true
-	case firstTokenEvent:
-		for _, e := range v.events {
-			if !isFirstTokenEvent(e.name) {
-				continue
-			}
-			// Only the first matching event counts; if its time is
-			// corrupt there is no TTFT rather than a later guess.
-			d, ok := v.sinceStart(e.time)
-			if !ok {
-				return false
-			}
-			setDuration(call, f, d)
-			return true
+	}
+	return false
+}
+
+// applyFirstEvent reads the first event named k.Event (any first-token
+// event when k.Event is empty) as a time since span start.
+func (v *spanView) applyFirstEvent(call *telemetry.LLMCall, f field, k wireKey) bool {
+	if k.Complete && v.droppedEvents > 0 {
+		return false
+	}
+	for _, e := range v.events {
+		if k.Event != "" && e.name != k.Event || k.Event == "" && !isFirstTokenEvent(e.name) {
+			continue
 		}
+		// Only the first matching event counts; if its time is corrupt
+		// there is no TTFT rather than a later guess.
+		d, ok := v.sinceStart(e.time)
+		if !ok {
+			return false
+		}
+		setDuration(call, f, d)
+		return true
 	}
 	return false
 }
@@ -356,6 +655,10 @@ func setText(c *telemetry.LLMCall, f field, s string) {
 		c.Provider = s
 	case fieldOperation:
 		c.Operation = s
+	case fieldResponseID:
+		c.ResponseID = s
+	case fieldServerAddress:
+		c.ServerAddress = s
 	}
 }
 
@@ -365,6 +668,8 @@ func setCount(c *telemetry.LLMCall, f field, n int64) {
 		c.InputTokens = &n
 	case fieldOutputTokens:
 		c.OutputTokens = &n
+	case fieldPreemptions:
+		c.Preemptions = &n
 	}
 }
 
@@ -383,127 +688,4 @@ func setDuration(c *telemetry.LLMCall, f field, d time.Duration) {
 	case fieldServerE2E:
 		c.ServerE2E = &d
 	}
-}
-
-// readNumber accepts int, double and numeric-string values; JavaScript
-// SDKs send every number as a double and some exporters stringify.
-func readNumber(v *commonpb.AnyValue) (float64, bool) {
-	switch x := v.GetValue().(type) {
-	case *commonpb.AnyValue_IntValue:
-		return float64(x.IntValue), true
-	case *commonpb.AnyValue_DoubleValue:
-		return x.DoubleValue, true
-	case *commonpb.AnyValue_StringValue:
-		f, err := strconv.ParseFloat(strings.TrimSpace(x.StringValue), 64)
-		return f, err == nil
-	}
-	return 0, false
-}
-
-// readCount is a token count: a non-negative whole number.
-func readCount(v *commonpb.AnyValue) (int64, bool) {
-	if x, ok := v.GetValue().(*commonpb.AnyValue_IntValue); ok {
-		return x.IntValue, x.IntValue >= 0
-	}
-	f, ok := readNumber(v)
-	return countFromFloat(f, ok)
-}
-
-func countFromFloat(f float64, ok bool) (int64, bool) {
-	if !ok || math.IsNaN(f) || f < 0 || f > maxCount || f != math.Trunc(f) {
-		return 0, false
-	}
-	return int64(f), true
-}
-
-// jsonCount reads member field of a JSON object held in a string attribute
-// (Langfuse's usage_details: {"input": 10, "output": 5}).
-func jsonCount(v *commonpb.AnyValue, member string) (int64, bool) {
-	s, ok := v.GetValue().(*commonpb.AnyValue_StringValue)
-	if !ok || len(s.StringValue) > defaultMaxValueBytes {
-		return 0, false
-	}
-	var obj map[string]json.Number
-	dec := json.NewDecoder(strings.NewReader(s.StringValue))
-	dec.UseNumber()
-	if err := dec.Decode(&obj); err != nil {
-		return 0, false
-	}
-	n, ok := obj[member]
-	if !ok {
-		return 0, false
-	}
-	f, err := n.Float64()
-	return countFromFloat(f, err == nil)
-}
-
-// readSeconds is a duration in seconds: finite, non-negative, under a week.
-func readSeconds(v *commonpb.AnyValue) (time.Duration, bool) {
-	f, ok := readNumber(v)
-	if !ok || math.IsNaN(f) || f < 0 || f > maxSeconds {
-		return 0, false
-	}
-	return time.Duration(math.Round(f * float64(time.Second))), true
-}
-
-// isoLayouts are the ISO 8601 shapes SDKs actually send: RFC 3339 with any
-// fraction, Python's isoformat() without a zone (Langfuse stores UTC), and
-// the space-separated variant.
-var isoLayouts = []string{
-	time.RFC3339Nano,
-	"2006-01-02T15:04:05.999999999",
-	"2006-01-02 15:04:05.999999999Z07:00",
-	"2006-01-02 15:04:05.999999999",
-}
-
-// readTimestamp parses an absolute time. Strings may be ISO 8601 or a
-// number, and may arrive JSON-quoted ("\"2025-…Z\"": the Langfuse SDK
-// JSON-encodes this attribute). Numbers are unix time in s, ms, µs or ns,
-// told apart by magnitude, which is unambiguous for any date after 2000.
-func readTimestamp(v *commonpb.AnyValue) (time.Time, bool) {
-	if s, ok := v.GetValue().(*commonpb.AnyValue_StringValue); ok {
-		str := strings.TrimSpace(s.StringValue)
-		if len(str) >= 2 && str[0] == '"' && str[len(str)-1] == '"' {
-			str = str[1 : len(str)-1]
-		}
-		for _, layout := range isoLayouts {
-			if t, err := time.Parse(layout, str); err == nil {
-				return t.UTC(), true
-			}
-		}
-	}
-	// Whole numbers stay integers: a float64 cannot hold today's unix
-	// nanoseconds exactly.
-	if n, ok := readInt(v); ok {
-		switch {
-		case n <= 0:
-			return time.Time{}, false
-		case n < 1e11: // seconds, until year 5138
-			return time.Unix(n, 0).UTC(), true
-		case n < 1e14: // milliseconds
-			return time.UnixMilli(n).UTC(), true
-		case n < 1e17: // microseconds
-			return time.UnixMicro(n).UTC(), true
-		default:
-			return time.Unix(0, n).UTC(), true
-		}
-	}
-	f, ok := readNumber(v)
-	if !ok || math.IsNaN(f) || f <= 0 || f >= 1e11 {
-		// Fractional values are only plausible as seconds (time.time()).
-		return time.Time{}, false
-	}
-	return time.Unix(0, int64(math.Round(f*1e9))).UTC(), true
-}
-
-// readInt is an int value or a string holding a whole decimal number.
-func readInt(v *commonpb.AnyValue) (int64, bool) {
-	switch x := v.GetValue().(type) {
-	case *commonpb.AnyValue_IntValue:
-		return x.IntValue, true
-	case *commonpb.AnyValue_StringValue:
-		n, err := strconv.ParseInt(strings.TrimSpace(x.StringValue), 10, 64)
-		return n, err == nil
-	}
-	return 0, false
 }

@@ -103,6 +103,7 @@ type spanFields struct {
 	traceID, spanID, parentID []byte
 	name                      string
 	kind                      tracepb.Span_SpanKind
+	droppedEvents             uint32 // beside kind: fills its padding
 	startNs, endNs            uint64
 	statusCode                tracepb.Status_StatusCode
 	statusMessage             string
@@ -128,6 +129,7 @@ func convertSpan(sp *tracepb.Span, lim Limits) telemetry.Span {
 		traceID: sp.TraceId, spanID: sp.SpanId, parentID: sp.ParentSpanId,
 		name: sp.Name, kind: sp.Kind, startNs: sp.StartTimeUnixNano, endNs: sp.EndTimeUnixNano,
 		statusCode: sp.GetStatus().GetCode(), statusMessage: sp.GetStatus().GetMessage(), events: sp.Events,
+		droppedEvents: sp.DroppedEventsCount,
 	}, &view, flattenAttributes(sp.Attributes, lim), lim)
 }
 
@@ -151,12 +153,18 @@ func buildSpan(f spanFields, view *spanView, attrs map[string]string, lim Limits
 		times = append(times, t)
 		view.events = append(view.events, spanEvent{name: name, time: t})
 	}
+	view.droppedEvents = f.droppedEvents
+	if len(f.events) > len(events) {
+		view.droppedEvents += uint32(len(f.events) - len(events))
+	}
 	traceID, spanID, parent := hexIDs(f.traceID, f.spanID, f.parentID)
+	name := cleanString(f.name, maxNameBytes)
+	view.name = name
 	return telemetry.Span{
 		TraceID:       traceID,
 		SpanID:        spanID,
 		ParentSpanID:  parent,
-		Name:          cleanString(f.name, maxNameBytes),
+		Name:          name,
 		Kind:          spanKind(f.kind),
 		Start:         view.start,
 		End:           view.end,

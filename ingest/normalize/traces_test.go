@@ -41,6 +41,8 @@ func TestTracesConventions(t *testing.T) {
 			want: telemetry.LLMCall{
 				Role: telemetry.LLMClient, Provider: "openai", Model: "gpt-4o-2024-08-06", Operation: "chat",
 				InputTokens: cnt(1200), OutputTokens: cnt(85), ClientTTFT: dur(610 * time.Millisecond),
+				TTFTSource: "gen_ai.response.time_to_first_chunk", ResponseID: "chatcmpl-AYjTqv1rX3w4",
+				ServerAddress: "api.openai.com",
 			},
 		},
 		{
@@ -84,7 +86,7 @@ func TestTracesConventions(t *testing.T) {
 				InputTokens: cnt(384), OutputTokens: cnt(32),
 				QueueTime: dur(time.Millisecond), PrefillTime: dur(1281 * time.Millisecond),
 				ServerTTFT: dur(1325 * time.Millisecond), DecodeTime: dur(654 * time.Millisecond),
-				ServerE2E: dur(1976 * time.Millisecond),
+				ServerE2E: dur(1976 * time.Millisecond), ResponseID: "cmpl-bench-00871b8e-0-0",
 			},
 		},
 		{
@@ -105,7 +107,7 @@ func TestTracesConventions(t *testing.T) {
 			},
 		},
 		{
-			name: "OpenLIT (gen_ai.server.ttft)",
+			name: "OpenLIT streamed (gen_ai.server.time_to_first_token, after the headers)",
 			span: newSpan("chat gpt-4o-mini",
 				str("gen_ai.system", "openai"),
 				str("gen_ai.operation.name", "chat"),
@@ -113,15 +115,32 @@ func TestTracesConventions(t *testing.T) {
 				str("gen_ai.response.model", "gpt-4o-mini-2024-07-18"),
 				i64("gen_ai.usage.input_tokens", 742),
 				i64("gen_ai.usage.output_tokens", 118),
-				f64("gen_ai.server.ttft", 0.42),
-				f64("gen_ai.server.tbt", 0.012),
-				boolean("gen_ai.request.is_stream", true),
+				f64("gen_ai.server.time_to_first_token", 0.42),
+				f64("gen_ai.server.time_per_output_token", 0.012),
+				boolean("gen_ai.request.stream", true),
+				str("gen_ai.response.id", "chatcmpl-B9x"),
+				str("server.address", "api.openai.com"),
+				i64("server.port", 443),
 				str("telemetry.sdk.name", "openlit"),
 			),
 			want: telemetry.LLMCall{
 				Role: telemetry.LLMClient, Provider: "openai", Model: "gpt-4o-mini-2024-07-18", Operation: "chat",
 				InputTokens: cnt(742), OutputTokens: cnt(118), ClientTTFT: dur(420 * time.Millisecond),
+				TTFTSource: "gen_ai.server.time_to_first_token" + telemetry.TTFTAfterHeaders,
+				ResponseID: "chatcmpl-B9x", ServerAddress: "api.openai.com", ServerPort: 443,
 			},
+		},
+		{
+			// OpenLIT sets its TTFT to the whole duration when not streaming.
+			name: "OpenLIT not streamed: its TTFT key is the duration, not a TTFT",
+			span: newSpan("chat gpt-4o-mini",
+				str("gen_ai.system", "openai"),
+				str("gen_ai.operation.name", "chat"),
+				str("gen_ai.request.model", "gpt-4o-mini"),
+				f64("gen_ai.server.time_to_first_token", 1.9),
+				boolean("gen_ai.request.stream", false),
+			),
+			want: telemetry.LLMCall{Role: telemetry.LLMClient, Provider: "openai", Model: "gpt-4o-mini", Operation: "chat"},
 		},
 		{
 			name: "OpenLLMetry (llm.request.type, llm.usage.*, capitalized gen_ai.system)",
@@ -161,6 +180,7 @@ func TestTracesConventions(t *testing.T) {
 			want: telemetry.LLMCall{
 				Role: telemetry.LLMClient, Provider: "openai", Model: "gpt-4-0613",
 				InputTokens: cnt(18), OutputTokens: cnt(7), ClientTTFT: dur(350 * time.Millisecond),
+				TTFTSource: "event:First Token Stream Event",
 			},
 		},
 		{
@@ -171,12 +191,14 @@ func TestTracesConventions(t *testing.T) {
 				// The Langfuse SDK JSON-encodes the instant: the quotes
 				// are part of the value.
 				str("langfuse.observation.completion_start_time", `"2026-03-01T11:59:50.488Z"`),
-				str("langfuse.observation.usage_details", `{"input": 10, "output": 5, "cache_read_input_tokens": 2}`),
+				// Nested *_tokens_details objects sit beside the counts.
+				str("langfuse.observation.usage_details", `{"input": 10, "output": 5, "input_tokens_details": {"cached_tokens": 2}, "output_tokens_details": {"reasoning_tokens": 0}}`),
 				str("langfuse.observation.model.parameters", `{"max_tokens": 1024}`),
 			),
 			want: telemetry.LLMCall{
 				Role: telemetry.LLMClient, Model: "claude-sonnet-4-5",
 				InputTokens: cnt(10), OutputTokens: cnt(5), ClientTTFT: dur(488 * time.Millisecond),
+				TTFTSource: "langfuse.observation.completion_start_time",
 			},
 		},
 		{
@@ -186,7 +208,7 @@ func TestTracesConventions(t *testing.T) {
 				str("langfuse.observation.model.name", "gpt-4o"),
 				i64("langfuse.observation.completion_start_time", start.Add(1234567891*time.Nanosecond).UnixNano()),
 			),
-			want: telemetry.LLMCall{Role: telemetry.LLMClient, Model: "gpt-4o", ClientTTFT: dur(1234567891 * time.Nanosecond)},
+			want: telemetry.LLMCall{Role: telemetry.LLMClient, Model: "gpt-4o", ClientTTFT: dur(1234567891 * time.Nanosecond), TTFTSource: "langfuse.observation.completion_start_time"},
 		},
 		{
 			name: "Langfuse completion_start_time from Python isoformat (no zone, microseconds)",
@@ -194,7 +216,7 @@ func TestTracesConventions(t *testing.T) {
 				str("langfuse.observation.type", "generation"),
 				str("langfuse.observation.completion_start_time", "2026-03-01T11:59:50.250000"),
 			),
-			want: telemetry.LLMCall{Role: telemetry.LLMClient, ClientTTFT: dur(250 * time.Millisecond)},
+			want: telemetry.LLMCall{Role: telemetry.LLMClient, ClientTTFT: dur(250 * time.Millisecond), TTFTSource: "langfuse.observation.completion_start_time"},
 		},
 		{
 			name: "first-token span event on a GenAI span without a TTFT attribute",
@@ -213,7 +235,7 @@ func TestTracesConventions(t *testing.T) {
 			}(),
 			want: telemetry.LLMCall{
 				Role: telemetry.LLMClient, Provider: "mistral_ai", Model: "mistral-large-latest", Operation: "chat",
-				ClientTTFT: dur(800 * time.Millisecond),
+				ClientTTFT: dur(800 * time.Millisecond), TTFTSource: "event:first token",
 			},
 		},
 		{
@@ -223,7 +245,7 @@ func TestTracesConventions(t *testing.T) {
 				s.Events = []*tracepb.Span_Event{{Name: "first_token", TimeUnixNano: ns(start.Add(900 * time.Millisecond))}}
 				return s
 			}(),
-			want: telemetry.LLMCall{Role: telemetry.LLMClient, Provider: "openai", ClientTTFT: dur(200 * time.Millisecond)},
+			want: telemetry.LLMCall{Role: telemetry.LLMClient, Provider: "openai", ClientTTFT: dur(200 * time.Millisecond), TTFTSource: "gen_ai.response.time_to_first_chunk"},
 		},
 		{
 			name: "numbers as strings and doubles; negative, NaN and fractional values dropped",
@@ -316,9 +338,10 @@ func describe(c telemetry.LLMCall) string {
 		}
 		return "nil"
 	}
-	return fmt.Sprintf("{role=%s provider=%q model=%q op=%q in=%s out=%s ttft=%s queue=%s prefill=%s sttft=%s decode=%s e2e=%s}",
-		c.Role, c.Provider, c.Model, c.Operation, p(c.InputTokens), p(c.OutputTokens), p(c.ClientTTFT),
-		p(c.QueueTime), p(c.PrefillTime), p(c.ServerTTFT), p(c.DecodeTime), p(c.ServerE2E))
+	return fmt.Sprintf("{role=%s provider=%q model=%q op=%q in=%s out=%s ttft=%s (%q) queue=%s prefill=%s sttft=%s decode=%s e2e=%s preempt=%s id=%q server=%s:%d}",
+		c.Role, c.Provider, c.Model, c.Operation, p(c.InputTokens), p(c.OutputTokens), p(c.ClientTTFT), c.TTFTSource,
+		p(c.QueueTime), p(c.PrefillTime), p(c.ServerTTFT), p(c.DecodeTime), p(c.ServerE2E), p(c.Preemptions),
+		c.ResponseID, c.ServerAddress, c.ServerPort)
 }
 
 // TestTracesIdentity checks the non-LLM fields of a span: ids, names,

@@ -426,7 +426,13 @@ func (w *wireReader) span(msg []byte) (telemetry.Span, string, bool) {
 				return false
 			}
 			attrs = append(attrs, v)
-		case 10, 12, 14: // dropped counts
+		case 12: // dropped_events_count: a first-chunk event may be gone
+			if typ != protowire.VarintType {
+				return false
+			}
+			x, _ := protowire.ConsumeVarint(v)
+			f.droppedEvents = uint32(x)
+		case 10, 14: // dropped counts
 			return typ == protowire.VarintType
 		case 11: // events: few, through the generated decoder
 			if typ != protowire.BytesType {

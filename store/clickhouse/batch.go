@@ -245,8 +245,13 @@ type spanBlock struct {
 	// RouteAttribute, SpanTenant), taken from the attributes.
 	route  *proto.ColLowCardinality[string]
 	tenant proto.ColStr
-	input  proto.Input
-	buf    proto.Buffer
+	// The call's identity, TTFT source and preemptions (migration 0018).
+	responseID             proto.ColStr
+	serverAddr, ttftSource *proto.ColLowCardinality[string]
+	serverPort             proto.ColUInt16
+	preemptions            *proto.ColNullable[int64]
+	input                  proto.Input
+	buf                    proto.Buffer
 	// rowBytes is the size of a row in the last block encoded, which
 	// sizes the next one's buffer.
 	rowBytes int
@@ -267,7 +272,7 @@ func newSpanBlock() *spanBlock {
 		inTok: ni(), outTok: ni(), ttft: ni(), queue: ni(), prefill: ni(), serverTTFT: ni(), decode: ni(), serverE2E: ni(),
 		attrs: strMap(), res: strMap(),
 		eventNames: new(proto.ColStr).Array(), eventTimes: proto.NewArray[time.Time](newDateTime64()),
-		route: lc(),
+		route: lc(), serverAddr: lc(), ttftSource: lc(), preemptions: ni(),
 	}
 	// Same names and order as SpansBatch.
 	b.input = proto.Input{
@@ -303,6 +308,11 @@ func newSpanBlock() *spanBlock {
 		{Name: "event_times", Data: b.eventTimes},
 		{Name: "route", Data: b.route},
 		{Name: "tenant", Data: &b.tenant},
+		{Name: "response_id", Data: &b.responseID},
+		{Name: "server_address", Data: b.serverAddr},
+		{Name: "server_port", Data: &b.serverPort},
+		{Name: "ttft_source", Data: b.ttftSource},
+		{Name: "preemptions", Data: b.preemptions},
 	}
 	for i, c := range b.input {
 		if c.Name == "attributes" {
@@ -412,12 +422,17 @@ func (b *spanBlock) appendFields(s *telemetry.Span) {
 	b.serverE2E.Append(nullNanos(s.LLM.ServerE2E))
 }
 
-// appendTail appends the columns after attributes.
+// appendTail appends the columns after attributes but route and tenant.
 func (b *spanBlock) appendTail(s *telemetry.Span) {
 	b.res.Append(inlineResource(s))
 	b.resHash.Append(s.ResourceHash)
 	b.eventNames.Append(s.EventNames)
 	b.eventTimes.Append(s.EventTimes)
+	b.responseID.Append(s.LLM.ResponseID)
+	b.serverAddr.Append(s.LLM.ServerAddress)
+	b.serverPort.Append(s.LLM.ServerPort)
+	b.ttftSource.Append(s.LLM.TTFTSource)
+	b.preemptions.Append(nullInt(s.LLM.Preemptions))
 }
 
 func (b *spanBlock) reset() {

@@ -66,6 +66,7 @@ func (d ddl) funcs() template.FuncMap {
 			return RollupFromRequests(RequestSign, EpisodeHistograms)
 		},
 		"spanContextColumns": spanContextColumnsDDL,
+		"llmCallColumns":     llmCallColumnsDDL,
 	}
 }
 
@@ -79,6 +80,16 @@ func spanContextColumnsDDL() string {
 	return fmt.Sprintf("ADD COLUMN IF NOT EXISTS route LowCardinality(String) DEFAULT attributes['%s'], "+
 		"ADD COLUMN IF NOT EXISTS tenant String DEFAULT multiIf(%s, '') CODEC(ZSTD(1))",
 		telemetry.RouteAttribute, strings.Join(tenant, ", "))
+}
+
+// llmCallColumnsDDL adds spans' call identity columns (telemetry.LLMCall's
+// ResponseID, ServerAddress, ServerPort, TTFTSource, Preemptions).
+func llmCallColumnsDDL() string {
+	return "ADD COLUMN IF NOT EXISTS response_id String DEFAULT '' CODEC(ZSTD(1)), " +
+		"ADD COLUMN IF NOT EXISTS server_address LowCardinality(String) DEFAULT '', " +
+		"ADD COLUMN IF NOT EXISTS server_port UInt16 DEFAULT 0, " +
+		"ADD COLUMN IF NOT EXISTS ttft_source LowCardinality(String) DEFAULT '', " +
+		"ADD COLUMN IF NOT EXISTS preemptions Nullable(Int64)"
 }
 
 func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "") + "`" }

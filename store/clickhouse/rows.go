@@ -68,6 +68,10 @@ func SpansBatch(spans []telemetry.Span) *Batch {
 		eventNames                            = make([][]string, n)
 		eventTimes                            = make([][]time.Time, n)
 		route, tenant                         = make([]string, n), make([]string, n)
+		responseID, serverAddr                = make([]string, n), make([]string, n)
+		serverPort                            = make([]uint16, n)
+		ttftSource                            = make([]string, n)
+		preemptions                           = make([]*int64, n)
 	)
 	for i := range spans {
 		s := &spans[i]
@@ -83,6 +87,8 @@ func SpansBatch(spans []telemetry.Span) *Batch {
 		attrs[i], res[i], resHash[i] = orEmpty(s.Attributes), orEmpty(inlineResource(s)), s.ResourceHash
 		eventNames[i], eventTimes[i] = s.EventNames, s.EventTimes
 		route[i], tenant[i] = s.Attributes[telemetry.RouteAttribute], telemetry.SpanTenant(s.Attributes)
+		responseID[i], serverAddr[i] = s.LLM.ResponseID, s.LLM.ServerAddress
+		serverPort[i], ttftSource[i], preemptions[i] = s.LLM.ServerPort, s.LLM.TTFTSource, s.LLM.Preemptions
 		if eventNames[i] == nil {
 			eventNames[i] = []string{}
 		}
@@ -124,6 +130,11 @@ func SpansBatch(spans []telemetry.Span) *Batch {
 		{"event_times", "Array(DateTime64(9, 'UTC'))", eventTimes},
 		{"route", lc, route},
 		{"tenant", "String", tenant},
+		{"response_id", "String", responseID},
+		{"server_address", lc, serverAddr},
+		{"server_port", "UInt16", serverPort},
+		{"ttft_source", lc, ttftSource},
+		{"preemptions", ni, preemptions},
 	}}
 }
 
@@ -131,6 +142,7 @@ func SpansBatch(spans []telemetry.Span) *Batch {
 const SpanColumns = `project_id, trace_id, span_id, parent_span_id, service, instance, name, kind,
 	start, end_time, status_code, status_message, llm_role, provider, model, operation,
 	input_tokens, output_tokens, client_ttft_ns, queue_ns, prefill_ns, server_ttft_ns, decode_ns, server_e2e_ns,
+	response_id, server_address, server_port, ttft_source, preemptions,
 	attributes, resource, resource_hash, event_names, event_times`
 
 // ScanSpans reads rows selected with SpanColumns.
@@ -151,7 +163,8 @@ func ScanSpans(r *Result) []telemetry.Span {
 // assembler needs, without the attribute maps.
 const SpanCoreColumns = `project_id, trace_id, span_id, parent_span_id, service, instance, name, start, end_time, status_code,
 	llm_role, provider, model, operation, input_tokens, output_tokens,
-	client_ttft_ns, queue_ns, prefill_ns, server_ttft_ns, decode_ns, server_e2e_ns`
+	client_ttft_ns, queue_ns, prefill_ns, server_ttft_ns, decode_ns, server_e2e_ns,
+	response_id, server_address, server_port, ttft_source, preemptions`
 
 // SpanCore reads a span's typed columns (SpanCoreColumns) from a row.
 func SpanCore(w Row) telemetry.Span {
@@ -166,6 +179,9 @@ func SpanCore(w Row) telemetry.Span {
 			ClientTTFT: durationOf(w.IntPtr("client_ttft_ns")), QueueTime: durationOf(w.IntPtr("queue_ns")),
 			PrefillTime: durationOf(w.IntPtr("prefill_ns")), ServerTTFT: durationOf(w.IntPtr("server_ttft_ns")),
 			DecodeTime: durationOf(w.IntPtr("decode_ns")), ServerE2E: durationOf(w.IntPtr("server_e2e_ns")),
+			ResponseID:    w.String("response_id"),
+			ServerAddress: w.String("server_address"), ServerPort: uint16(w.Int("server_port")),
+			TTFTSource: w.String("ttft_source"), Preemptions: w.IntPtr("preemptions"),
 		},
 	}
 }

@@ -389,6 +389,11 @@ func spanCoreFields() map[string]typedColumn[telemetry.Span] {
 		"server_ttft_ns": nullDurationColumn(func(v *sp) **time.Duration { return &v.LLM.ServerTTFT }),
 		"decode_ns":      nullDurationColumn(func(v *sp) **time.Duration { return &v.LLM.DecodeTime }),
 		"server_e2e_ns":  nullDurationColumn(func(v *sp) **time.Duration { return &v.LLM.ServerE2E }),
+		"response_id":    strColumn(func(v *sp) *string { return &v.LLM.ResponseID }),
+		"server_address": lcColumn(func(v *sp) *string { return &v.LLM.ServerAddress }),
+		"server_port":    {"UInt16", func(r *binReader, v *sp, _ *numSlab) { v.LLM.ServerPort = r.u16() }},
+		"ttft_source":    lcColumn(func(v *sp) *string { return &v.LLM.TTFTSource }),
+		"preemptions":    nullIntColumn(func(v *sp) **int64 { return &v.LLM.Preemptions }),
 		"route": {"LowCardinality(String)", func(r *binReader, v *sp, _ *numSlab) {
 			if b := r.bytes(); len(b) > 0 {
 				setSpanContext(v, string(b), "")
