@@ -99,10 +99,10 @@ func (s Snapshot) Description() string {
 		c := s.Compare.Comparison
 		parts = append(parts, fmt.Sprintf("%s before, %d after.", diagnose.Plural(c.BeforeRequests, "request"), c.AfterRequests))
 		if len(c.Worse) > 0 {
-			parts = append(parts, "Worse: "+MetricLabel(strings.Join(c.Worse, ", "))+".")
+			parts = append(parts, "Worse: "+diagnose.MetricLabel(strings.Join(c.Worse, ", "))+".")
 		}
 		if len(c.Better) > 0 {
-			parts = append(parts, "Better: "+MetricLabel(strings.Join(c.Better, ", "))+".")
+			parts = append(parts, "Better: "+diagnose.MetricLabel(strings.Join(c.Better, ", "))+".")
 		}
 	case s.Trace != nil:
 		seen := map[string]bool{}
@@ -148,18 +148,6 @@ func (t *TraceData) Summary() string {
 	return s
 }
 
-// metricWords names comparison metrics in the words pages use.
-var metricWords = strings.NewReplacer(
-	"pre_inference", "pre-inference", "cold_start_wait", "cold-start wait",
-	"ttft", "TTFT", "e2e", "E2E", "itl", "ITL", "tpot", "TPOT",
-	"input_tokens", "input tokens", "output_tokens", "output tokens",
-	"calls_per_task", "LLM calls per task", "cost_per_task", "cost per task",
-	"kv_cache_usage", "KV-cache usage", "requests_waiting", "requests waiting", "requests_running", "requests running",
-)
-
-// MetricLabel names a comparison metric for a reader: "KV-cache usage".
-func MetricLabel(name string) string { return metricWords.Replace(name) }
-
 // CompareSentence says in one short sentence what changed between two
 // windows: the headline latency, then what got worse and better by name.
 // (Comparison.Summary quotes every figure; the page's tables do that.)
@@ -168,7 +156,7 @@ func CompareSentence(c diagnose.Comparison) string {
 	for _, name := range []string{diagnose.ComponentTTFT, diagnose.ComponentE2E} {
 		for _, ch := range c.Changes {
 			if ch.Name == name && ch.Before.P95 != nil && ch.After.P95 != nil {
-				head = fmt.Sprintf("%s p95 %s → %s", MetricLabel(name), diagnose.FormatMs(*ch.Before.P95), diagnose.FormatMs(*ch.After.P95))
+				head = fmt.Sprintf("%s p95 %s → %s", diagnose.MetricLabel(name), diagnose.FormatMs(*ch.Before.P95), diagnose.FormatMs(*ch.After.P95))
 				break
 			}
 		}
@@ -202,7 +190,7 @@ func nameList(names []string) string {
 		if i == shown {
 			break
 		}
-		ws = append(ws, MetricLabel(n))
+		ws = append(ws, diagnose.MetricLabel(n))
 	}
 	switch {
 	case len(names) > shown:

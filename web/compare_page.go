@@ -114,7 +114,7 @@ var compareMetrics = map[string]compareMetric{
 }
 
 var compareGroups = []struct{ key, id, title, note string }{
-	{"latency", "cmp-latency", "Latency, by part of the request", "Milliseconds; each part is read on its own, so parts do not add up to TTFT at p95."},
+	{"latency", "cmp-latency", "Latency, by part of the request", "Each part is read on its own, so the parts do not add up to TTFT at p95."},
 	{"size", "cmp-size", "Decode speed and request size", ""},
 	{"task", "cmp-task", "Tasks and cost", ""},
 	{"server", "cmp-server", "Inference server pressure", "Read from the servers' metrics: every sample in the window counts."},
@@ -163,7 +163,7 @@ func compareView(data *share.CompareData, live bool) views.CompareView {
 	for _, ch := range c.Changes {
 		m, ok := compareMetrics[ch.Name]
 		if !ok {
-			m = compareMetric{label: share.MetricLabel(ch.Name), group: "server"}
+			m = compareMetric{label: diagnose.MetricLabel(ch.Name), group: "server"}
 		}
 		r := views.CompareRow{Name: m.label, Hint: m.hint, Direction: ch.Direction, DirectionWords: directionWords(ch.Direction),
 			Before: [3]string{unitValue(ch.Before.P50, ch.Unit), unitValue(ch.Before.P95, ch.Unit), unitValue(ch.Before.P99, ch.Unit)},

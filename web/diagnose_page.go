@@ -756,6 +756,8 @@ func directionWords(dir string) string {
 		return "better"
 	case "same":
 		return "no change"
+	case "changed":
+		return "changed"
 	}
 	return "no data"
 }

@@ -43,7 +43,9 @@ type Change struct {
 	Delta          Percentiles `json:"delta"`
 	Ratio          Percentiles `json:"ratio"`
 	// Direction is judged at p95 against the noise thresholds: better,
-	// worse, same, or unknown when a side has no data.
+	// worse, same, or unknown when a side has no data; changed for a
+	// workload figure (tokens per request, requests running), which moved
+	// but is neither better nor worse in itself.
 	Direction string `json:"direction"`
 }
 
@@ -64,7 +66,9 @@ type Comparison struct {
 	AfterDataFrom  *time.Time `json:"after_data_from,omitempty"`
 	Better         []string   `json:"better"` // names that improved beyond noise
 	Worse          []string   `json:"worse"`  // names that got worse beyond noise
-	Summary        string     `json:"summary"`
+	// Changed names workload figures that moved beyond noise.
+	Changed []string `json:"changed"`
+	Summary string   `json:"summary"`
 }
 
 // metric is one comparable figure: its samples on each side and how to
@@ -78,6 +82,9 @@ type metric struct {
 	// tailLow reads pXX at the low end (1−q), for figures where small is
 	// the bad tail: TPOT p95 is the speed 95 % of requests reach.
 	tailLow bool
+	// workload: the figure describes the load, not how well it was served
+	// (longer prompts are not "worse"), so a move is "changed".
+	workload bool
 }
 
 // Compare reports every component and metric of the two windows at p50,
@@ -104,9 +111,9 @@ func compare(bc, ac *columns, opt CompareOptions) Comparison {
 	}
 	tp := metric{name: "tpot", unit: "tok/s", higherIsBetter: true, minAbs: 2, tailLow: true}
 	tp.before, tp.after = side(columnTPOT)
-	in := metric{name: "input_tokens", unit: "tokens", minAbs: 50}
+	in := metric{name: "input_tokens", unit: "tokens", minAbs: 50, workload: true}
 	in.before, in.after = side(columnInputTokens)
-	out := metric{name: "output_tokens", unit: "tokens", minAbs: 50}
+	out := metric{name: "output_tokens", unit: "tokens", minAbs: 50, workload: true}
 	out.before, out.after = side(columnOutputTokens)
 	ms = append(ms, tp, in, out)
 	costB, callsB := taskValues(before, opt.Prices)
@@ -116,33 +123,37 @@ func compare(bc, ac *columns, opt CompareOptions) Comparison {
 		ms = append(ms, metric{name: "cost_per_task", unit: "usd", before: stats.Sort(costB), after: stats.Sort(costA)})
 	}
 	for _, g := range []struct {
-		name   string
-		minAbs float64
-		unit   string
+		name     string
+		minAbs   float64
+		unit     string
+		workload bool
 	}{
-		{MetricKVCacheUsage, 0.05, "ratio"},
-		{MetricRequestsWaiting, 1, "requests"},
-		{MetricRequestsRunning, 1, "requests"},
+		{MetricKVCacheUsage, 0.05, "ratio", false},
+		{MetricRequestsWaiting, 1, "requests", false},
+		{MetricRequestsRunning, 1, "requests", true},
 	} {
-		ms = append(ms, metric{name: g.name, unit: g.unit, minAbs: g.minAbs,
+		ms = append(ms, metric{name: g.name, unit: g.unit, minAbs: g.minAbs, workload: g.workload,
 			before: stats.Sort(gauge(opt.BeforeMetrics, g.name)), after: stats.Sort(gauge(opt.AfterMetrics, g.name))})
 	}
 
 	c := Comparison{
 		BeforeRequests: orLen(opt.BeforeTotal, len(before)), AfterRequests: orLen(opt.AfterTotal, len(after)), RequestsEstimated: opt.TotalsEstimated,
 		BeforeErrorRate: errorRate(before), AfterErrorRate: errorRate(after),
-		Better: []string{}, Worse: []string{}, // [] in JSON when nothing moved
+		Better: []string{}, Worse: []string{}, Changed: []string{}, // [] in JSON when nothing moved
 	}
 	c.BeforeDataFrom, c.AfterDataFrom = lateFirstStart(before, opt.Before), lateFirstStart(after, opt.After)
-	var better, worse []string
+	var better, worse, changed []string
 	for _, m := range ms {
 		ch := m.change()
 		if len(m.before)+len(m.after) == 0 {
 			continue // neither side has the figure at all
 		}
 		c.Changes = append(c.Changes, ch)
-		p95 := fmt.Sprintf("%s p95 %s → %s", m.name, fmtValue(val(ch.Before.P95), m.unit), fmtValue(val(ch.After.P95), m.unit))
+		p95 := fmt.Sprintf("%s p95 %s → %s", MetricLabel(m.name), fmtValue(val(ch.Before.P95), m.unit), fmtValue(val(ch.After.P95), m.unit))
 		switch ch.Direction {
+		case "changed":
+			c.Changed = append(c.Changed, m.name)
+			changed = append(changed, p95)
 		case "better":
 			c.Better = append(c.Better, m.name)
 			better = append(better, p95)
@@ -151,21 +162,43 @@ func compare(bc, ac *columns, opt CompareOptions) Comparison {
 			worse = append(worse, p95)
 		}
 	}
-	c.Summary = compareSummary(better, worse)
+	c.Summary = compareSummary(better, worse, changed)
 	return c
 }
 
-func compareSummary(better, worse []string) string {
+func compareSummary(better, worse, changed []string) string {
+	var s string
 	switch {
 	case len(better) == 0 && len(worse) == 0:
-		return "Nothing changed beyond noise."
+		s = "Nothing got better or worse beyond noise."
+		if len(changed) == 0 {
+			return "Nothing changed beyond noise."
+		}
 	case len(worse) == 0:
-		return "Better: " + strings.Join(better, "; ") + "; nothing got worse."
+		s = "Better: " + strings.Join(better, "; ") + "; nothing got worse."
 	case len(better) == 0:
-		return "Worse: " + strings.Join(worse, "; ") + "."
+		s = "Worse: " + strings.Join(worse, "; ") + "."
+	default:
+		s = "Better: " + strings.Join(better, "; ") + "; but worse elsewhere: " + strings.Join(worse, "; ") + "."
 	}
-	return "Better: " + strings.Join(better, "; ") + "; but worse elsewhere: " + strings.Join(worse, "; ") + "."
+	if len(changed) > 0 {
+		s += " The workload changed: " + strings.Join(changed, "; ") + "."
+	}
+	return s
 }
+
+// metricWords names comparison metrics in the words pages use.
+var metricWords = strings.NewReplacer(
+	"pre_inference", "pre-inference", "cold_start_wait", "cold-start wait",
+	"ttft", "TTFT", "e2e", "E2E", "itl", "ITL", "tpot", "TPOT",
+	"input_tokens", "input tokens", "output_tokens", "output tokens",
+	"calls_per_task", "LLM calls per task", "cost_per_task", "cost per task",
+	"kv_cache_usage", "KV-cache usage", "requests_waiting", "requests waiting", "requests_running", "requests running",
+)
+
+// MetricLabel names a comparison metric for a reader ("KV-cache usage"),
+// in the API's summary and on every page alike.
+func MetricLabel(name string) string { return metricWords.Replace(name) }
 
 // change computes the percentiles, deltas and direction of one metric.
 func (m metric) change() Change {
@@ -183,6 +216,9 @@ func (m metric) change() Change {
 		Ratio:  Percentiles{num(stats.Ratio(a[0], b[0])), num(stats.Ratio(a[1], b[1])), num(stats.Ratio(a[2], b[2]))},
 	}
 	ch.Direction = direction(b[1], a[1], m.minAbs, m.higherIsBetter)
+	if m.workload && (ch.Direction == "better" || ch.Direction == "worse") {
+		ch.Direction = "changed"
+	}
 	return ch
 }
 

@@ -17,8 +17,15 @@ func TestCompareWhatGotWorseElsewhere(t *testing.T) {
 	}
 	in := w.input()
 	c := Compare(in.BaselineRequests, in.Requests, CompareOptions{})
-	if !contains(c.Better, ComponentPrefill) || !contains(c.Better, "input_tokens") {
-		t.Errorf("better = %v", c.Better)
+	if !contains(c.Better, ComponentPrefill) || contains(c.Better, "input_tokens") {
+		t.Errorf("better = %v, want prefill and not the input tokens", c.Better)
+	}
+	// Shorter prompts are a change of workload, neither better nor worse.
+	if !contains(c.Changed, "input_tokens") || contains(c.Worse, "input_tokens") {
+		t.Errorf("changed = %v, worse = %v; want input_tokens changed", c.Changed, c.Worse)
+	}
+	if !strings.Contains(c.Summary, "The workload changed: input tokens p95") || strings.Contains(c.Summary, "input_tokens") {
+		t.Errorf("summary %q does not name the workload change in words", c.Summary)
 	}
 	if !contains(c.Worse, ComponentQueue) || !contains(c.Worse, ComponentTTFT) {
 		t.Errorf("worse = %v", c.Worse)
