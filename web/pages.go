@@ -156,9 +156,17 @@ func (s *Server) logout(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/login")
 }
 
-// safeNext keeps post-login redirects on this site.
+// safeNext keeps post-login redirects on this site: a path with no
+// scheme or host, and no control character or backslash, which browsers
+// drop or read as "/" and so turn "/<TAB>/evil.example" into
+// "//evil.example" (TestLoginRedirectStaysOnSite).
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	if strings.ContainsFunc(next, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }) {
+		return "/"
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		!strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
 		return "/"
 	}
 	return next

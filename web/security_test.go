@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +96,32 @@ func TestProjectIsolation(t *testing.T) {
 	}
 	if body := get("tp_other_project_key_0123456789", "/api/v1/requests?last=1h"); !strings.Contains(body, "theirs") || strings.Contains(body, "mine") {
 		t.Errorf("project 2 view wrong: %.300s", body)
+	}
+}
+
+// After login the browser goes only to a path of this site: values that
+// browsers turn into another host (a TAB or newline they drop, a
+// backslash they read as "/", a scheme or an authority) go to "/".
+func TestLoginRedirectStaysOnSite(t *testing.T) {
+	srv := apptest.Start(t, apptest.Options{})
+	b := logIn(t, srv, apptest.Key)
+	for next, want := range map[string]string{
+		"/\t/evil.example/":        "/",
+		"/\n/evil.example/":        "/",
+		"/\r\n/evil.example/":      "/",
+		"/\x00/evil.example/":      "/",
+		"\t//evil.example/":        "/",
+		"//evil.example/":          "/",
+		"/\\evil.example/":         "/",
+		"https://evil.example/":    "/",
+		"javascript:alert(1)":      "/",
+		"/@evil.example":           "/@evil.example",
+		"/requests?service=a&b=c":  "/requests?service=a&b=c",
+		"/diagnose?last=1h#charts": "/diagnose?last=1h#charts",
+	} {
+		r := b.get("/login?next=" + url.QueryEscape(next))
+		if r.Code != http.StatusSeeOther || r.Header.Get("Location") != want {
+			t.Errorf("next=%q: %d to %q, want 303 to %q", next, r.Code, r.Header.Get("Location"), want)
+		}
 	}
 }
