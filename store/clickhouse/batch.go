@@ -245,7 +245,7 @@ type spanBlock struct {
 	// RouteAttribute, SpanTenant), taken from the attributes.
 	route  *proto.ColLowCardinality[string]
 	tenant proto.ColStr
-	// The call's identity, TTFT source and preemptions (migration 0018).
+	// The call's identity, TTFT source and preemptions (migration 0020).
 	responseID             proto.ColStr
 	serverAddr, ttftSource *proto.ColLowCardinality[string]
 	serverPort             proto.ColUInt16
