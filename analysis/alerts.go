@@ -151,10 +151,13 @@ func (e *AlertEvaluator) fire(ctx context.Context, project uint32, rule AlertRul
 	s := st.SLO
 	window := diagnose.Range{From: now.Add(-BurnLongWindow), To: now}
 	slo, prices := e.Settings.SLOAndPrices(ctx, project, s.Service, s.Model)
-	d, err := e.Queries.Diagnose(ctx, DiagnoseRequest{Project: project, Window: window, Service: s.Service, Model: s.Model, SLO: slo, Prices: prices})
+	req := DiagnoseRequest{Project: project, Window: window, Service: s.Service, Model: s.Model, SLO: slo, Prices: prices}
+	guard := e.Settings.GuardDiagnosis(ctx, &req)
+	d, err := e.Queries.Diagnose(ctx, req)
 	if err != nil {
 		return false, fmt.Errorf("diagnose burning SLO %d: %w", s.ID, err)
 	}
+	guard.Explain(&d)
 	path := DiagnosisPath(s.Service, s.Model, window)
 	link := strings.TrimRight(e.PublicURL, "/") + path
 	if e.Share != nil {

@@ -503,8 +503,10 @@ type ServiceVerdict struct {
 type VerdictRequest struct {
 	Project uint32
 	Window  diagnose.Range
-	Service string
-	SLO     *diagnose.SLO
+	// Baseline is zero for the default (GuardDiagnosis may set it).
+	Baseline diagnose.Range
+	Service  string
+	SLO      *diagnose.SLO
 }
 
 // ServiceVerdict diagnoses one service on a sample of its requests
@@ -519,7 +521,7 @@ func (q *Queries) ServiceVerdict(ctx context.Context, r VerdictRequest) (Service
 	if sampled.MaxRows <= 0 || sampled.MaxRows > verdictSample {
 		sampled.MaxRows = verdictSample
 	}
-	d, err := sampled.Diagnose(ctx, DiagnoseRequest{Project: r.Project, Window: r.Window, Service: r.Service, SLO: r.SLO})
+	d, err := sampled.Diagnose(ctx, DiagnoseRequest{Project: r.Project, Window: r.Window, Baseline: r.Baseline, Service: r.Service, SLO: r.SLO})
 	if err != nil {
 		return ServiceVerdict{}, err
 	}
@@ -541,11 +543,12 @@ type verdictKey struct {
 	project  uint32
 	service  string
 	from, to int64 // unix minutes
+	baseline diagnose.Range
 	slo      diagnose.SLO
 }
 
 func verdictKeyOf(r VerdictRequest) verdictKey {
-	k := verdictKey{project: r.Project, service: r.Service, from: r.Window.From.Unix() / 60, to: r.Window.To.Unix() / 60}
+	k := verdictKey{project: r.Project, service: r.Service, from: r.Window.From.Unix() / 60, to: r.Window.To.Unix() / 60, baseline: r.Baseline}
 	if r.SLO != nil {
 		k.slo = *r.SLO
 	}

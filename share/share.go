@@ -307,14 +307,19 @@ func (s *Service) Diagnose(ctx context.Context, project uint32, p DiagnoseParams
 	if s.Settings != nil {
 		req.SLO, req.Prices = s.Settings.SLOAndPrices(ctx, project, p.Service, p.Model)
 	}
+	var guard analysis.BaselineGuard
+	if g, ok := s.Settings.(analysis.DiagnosisGuard); ok {
+		guard = g.GuardDiagnosis(ctx, &req)
+	}
 	d, slow, err := s.Source.DiagnoseWithSlowest(ctx, req, SlowestShown)
 	if err != nil {
 		return nil, err
 	}
+	guard.Explain(&d)
 	if slow == nil {
 		slow = []telemetry.LLMRequest{}
 	}
-	return &DiagnoseData{Params: p, Diagnosis: d, Slowest: slow}, nil
+	return &DiagnoseData{Params: p, Diagnosis: d, Slowest: slow, Guard: guard}, nil
 }
 
 // Compare computes the compare page's data.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
@@ -47,6 +48,8 @@ type DiagnoseData struct {
 	Params    DiagnoseParams         `json:"params"`
 	Diagnosis diagnose.Diagnosis     `json:"diagnosis"`
 	Slowest   []telemetry.LLMRequest `json:"slowest"` // by TTFT, at most SlowestShown
+	// Guard is how the default baseline and objective were chosen.
+	Guard analysis.BaselineGuard `json:"guard"`
 }
 
 // CompareData is everything the compare page shows.

@@ -252,6 +252,15 @@ func (s *Server) diagnoseRequest(c echo.Context) (analysis.DiagnoseRequest, erro
 	return d, nil
 }
 
+// guard moves a default baseline off earlier episodes and puts the
+// service's objective under TTFT (analysis.GuardDiagnosis).
+func (s *Server) guard(c echo.Context, d *analysis.DiagnoseRequest) analysis.BaselineGuard {
+	if g, ok := s.deps.Settings.(analysis.DiagnosisGuard); ok {
+		return g.GuardDiagnosis(c.Request().Context(), d)
+	}
+	return analysis.BaselineGuard{}
+}
+
 // sloAndPrices is filled in by the settings code when it exists.
 func (s *Server) sloAndPrices(c echo.Context, project uint32, service, model string) (*diagnose.SLO, map[string]diagnose.Price) {
 	if s.deps.Settings == nil {
@@ -265,10 +274,12 @@ func (s *Server) apiDiagnose(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	guard := s.guard(c, &d)
 	out, err := s.deps.Queries.Diagnose(c.Request().Context(), d)
 	if err != nil {
 		return s.internal(err)
 	}
+	guard.Explain(&out)
 	if wm, behind := s.assemblyBehind(c.Request().Context(), time.Now()); behind && out.Window.To.After(wm) {
 		out.AssembledThrough = &wm
 	}

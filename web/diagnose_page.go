@@ -273,8 +273,13 @@ func diagnoseView(data *share.DiagnoseData, live bool) views.DiagnoseView {
 		base = p.EffectiveBaseline()
 	}
 	how := "the " + views.HumanDuration(base.Duration()) + " before"
-	if !p.Baseline.IsZero() {
+	switch g := data.Guard; {
+	case !p.Baseline.IsZero():
 		how = "chosen"
+	case g.NoClean:
+		how = "none: the time before the window is an episode, so the window is judged on its own"
+	case g.Moved:
+		how = "the clean stretch before, earlier episodes left out"
 	}
 	if from := d.BaselineDataFrom; from != nil {
 		// Say why the baseline holds few requests: data starts inside it.
@@ -323,7 +328,7 @@ func diagnoseView(data *share.DiagnoseData, live bool) views.DiagnoseView {
 	cmp := share.CompareParams{Service: p.Service, Model: p.Model, A: base, B: win}
 	v.CompareHref = cmp.Path()
 
-	v.Answers = answersView(d, v.CompareHref)
+	v.Answers = answersView(d, v.CompareHref, data.Guard.ObjectiveMs > 0)
 	v.Charts = diagnoseCharts(d)
 	v.Events = eventLines(d.Series)
 	v.Components = componentRows(d)
@@ -348,7 +353,7 @@ func countNoun(n int, noun string) string {
 	return views.HumanInt(n) + " " + noun + "s"
 }
 
-func answersView(d diagnose.Diagnosis, compareHref string) []views.DiagAnswer {
+func answersView(d diagnose.Diagnosis, compareHref string, defaultObjective bool) []views.DiagAnswer {
 	a := d.Answers
 	var out []views.DiagAnswer
 	cause := views.DiagAnswer{Question: "Why is it slow?", Status: views.VerdictLabel(string(a.Cause)), Tone: "bad"}
@@ -380,6 +385,11 @@ func answersView(d diagnose.Diagnosis, compareHref string) []views.DiagAnswer {
 	if a.SLO != nil {
 		slo = views.DiagAnswer{Question: fmt.Sprintf("Does it meet the SLO at p%s?", percentileName(a.SLO.Percentile)), Answer: a.SLO.Text,
 			Status: "met", Tone: "good"}
+		if defaultObjective {
+			// No TTFT SLO: the default objective stands in (analysis.GuardDiagnosis).
+			slo.Question = "Does it meet the SLO? (none set: the default objective)"
+			slo.Href, slo.HrefText = "/slos", "Set one"
+		}
 		if !a.SLO.Met {
 			slo.Status, slo.Tone = "missed", "bad"
 		}

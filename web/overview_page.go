@@ -93,8 +93,9 @@ func (s *Server) overviewPage(c echo.Context) error {
 		// The busiest services get a verdict: from the cache, or loaded by
 		// htmx after the page is shown (each one is a diagnosis).
 		if i < overviewVerdicts {
-			vr := analysis.VerdictRequest{Project: project, Window: rng.Range, Service: so.Service, SLO: analysis.DiagnosisSLO(slos, so.Service, "")}
+			vr, guard := s.verdictRequest(ctx, project, rng, so.Service, slos)
 			if verdict, ok := q.CachedServiceVerdict(vr); ok {
+				guard.ExplainVerdict(&verdict)
 				row.Verdict, row.VerdictTitle = string(verdict.Verdict), verdict.Summary
 			} else {
 				vq := url.Values{"part": {"verdict"}, "service": {so.Service}}
@@ -150,6 +151,17 @@ func (s *Server) overviewPage(c echo.Context) error {
 	return render(c, http.StatusOK, views.Overview(v))
 }
 
+// verdictRequest is the overview badge's diagnosis of service, its
+// baseline and objective guarded as the diagnosis page's are.
+func (s *Server) verdictRequest(ctx context.Context, project uint32, rng pageRange, service string, slos []postgres.SLO) (analysis.VerdictRequest, analysis.BaselineGuard) {
+	d := analysis.DiagnoseRequest{Project: project, Window: rng.Range, Service: service, SLO: analysis.DiagnosisSLO(slos, service, "")}
+	var g analysis.BaselineGuard
+	if gd, ok := s.deps.Settings.(analysis.DiagnosisGuard); ok {
+		g = gd.GuardDiagnosis(ctx, &d)
+	}
+	return analysis.VerdictRequest{Project: project, Window: d.Window, Baseline: d.Baseline, Service: service, SLO: d.SLO}, g
+}
+
 // verdictPart answers the htmx request of one service's verdict badge.
 // A failure shows as a muted cell with the reason, not an error page:
 // the rest of the overview is fine.
@@ -168,8 +180,9 @@ func (s *Server) verdictPart(c echo.Context, q overviewQueries, project uint32, 
 		dq[k] = vs
 	}
 	row := views.ServiceRow{Name: service, DiagnoseHref: "/diagnose?" + dq.Encode()}
-	verdict, err := q.ServiceVerdict(ctx, analysis.VerdictRequest{Project: project, Window: rng.Range, Service: service,
-		SLO: analysis.DiagnosisSLO(slos, service, "")})
+	vr, guard := s.verdictRequest(ctx, project, rng, service, slos)
+	verdict, err := q.ServiceVerdict(ctx, vr)
+	guard.ExplainVerdict(&verdict)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // the browser went away

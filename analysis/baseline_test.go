@@ -1,0 +1,156 @@
+package analysis
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokenpath/tokenpath/analysis/diagnose"
+	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/store/postgres"
+	"github.com/tokenpath/tokenpath/telemetry"
+)
+
+func TestCleanBaseline(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+	ep := func(id int64, from, to int) postgres.Episode {
+		e := postgres.Episode{ID: id, Start: at(from)}
+		if to != 0 {
+			end := at(to)
+			e.End = &end
+		}
+		return e
+	}
+	window := diagnose.Range{From: at(0), To: at(15)}
+	cases := []struct {
+		name     string
+		eps      []postgres.Episode
+		want     diagnose.Range
+		within   int64
+		excluded int
+		ok       bool
+	}{
+		{"no episodes: the default baseline", nil, diagnose.Range{From: at(-45), To: at(0)}, 0, 0, true},
+		{"an earlier episode is left out", []postgres.Episode{ep(1, -40, -25)}, diagnose.Range{From: at(-25), To: at(0)}, 0, 1, true},
+		{"the window opens in an episode: the stretch before it", []postgres.Episode{ep(1, -70, -58), ep(2, -20, 0)},
+			diagnose.Range{From: at(-58), To: at(-20)}, 2, 0, true},
+		{"an episode under way", []postgres.Episode{ep(2, -20, 0)}, diagnose.Range{From: at(-65), To: at(-20)}, 2, 0, true},
+		{"episode after episode: no clean stretch", []postgres.Episode{ep(1, -50, -28), ep(2, -20, 0)},
+			diagnose.Range{From: at(-28), To: at(-20)}, 2, 1, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, within, excluded, ok := CleanBaseline(window, 45*time.Minute, c.eps)
+			if !r.From.Equal(c.want.From) || !r.To.Equal(c.want.To) || ok != c.ok {
+				t.Errorf("baseline %s–%s ok=%v, want %s–%s ok=%v", r.From.Format("15:04"), r.To.Format("15:04"), ok,
+					c.want.From.Format("15:04"), c.want.To.Format("15:04"), c.ok)
+			}
+			if (within == nil) != (c.within == 0) || (within != nil && within.ID != c.within) {
+				t.Errorf("within = %+v, want episode %d", within, c.within)
+			}
+			if len(excluded) != c.excluded {
+				t.Errorf("excluded %d episodes, want %d", len(excluded), c.excluded)
+			}
+		})
+	}
+}
+
+// During the second of two queueing incidents, the default 15-minute
+// diagnosis's 45-minute baseline holds the first: guarded, it compares
+// with the clean stretch between them, names queueing, and says which
+// episodes it left out.
+func TestGuardedDiagnosisDuringRepeatedIncident(t *testing.T) {
+	a := openAssembler(t)
+	ctx := context.Background()
+	if _, err := a.PG.EnsureProject(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().UTC().Truncate(time.Minute).Add(-5 * time.Hour)
+	at := func(m int) time.Time { return start.Add(time.Duration(m) * time.Minute) }
+	reqs := chatRequests(1, start, 300, queueIncident{250, 262}, queueIncident{282, 400})
+	if err := a.CH.Insert(ctx, clickhouse.RequestsBatch(reqs, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	q := &Queries{CH: a.CH}
+	settings := &StoredSettings{PG: a.PG}
+	d := &EpisodeDetector{Queries: q, PG: a.PG, Settings: settings, Now: func() time.Time { return at(300) }}
+	if err := d.Detect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	window := diagnose.Range{From: at(285), To: at(300)}
+	plain, err := q.Diagnose(ctx, DiagnoseRequest{Project: 1, Window: window, Service: "vllm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Verdict != diagnose.VerdictHealthy {
+		t.Fatalf("unguarded verdict %s: the case no longer shows the baseline holding the first incident", plain.Verdict)
+	}
+	for _, service := range []string{"chat", "vllm"} {
+		req := DiagnoseRequest{Project: 1, Window: window, Service: service}
+		g := settings.GuardDiagnosis(ctx, &req)
+		if !g.Moved || g.NoClean || !req.Baseline.From.Equal(at(262)) || !req.Baseline.To.Equal(at(282)) {
+			t.Fatalf("%s: guard %+v moved the baseline to %v–%v, want %v–%v", service, g, req.Baseline.From, req.Baseline.To, at(262), at(282))
+		}
+		dg, err := q.Diagnose(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Explain(&dg)
+		if dg.Verdict != diagnose.VerdictQueueing {
+			t.Errorf("%s: verdict %s (%s), want queueing", service, dg.Verdict, dg.Summary)
+		}
+		if !strings.Contains(dg.Evidence[0].Text, "leaving out the episode under way since "+at(282).Format("15:04")+" and the episode "+
+			at(250).Format("15:04")+"–"+at(262).Format("15:04")) {
+			t.Errorf("%s: first evidence %q does not say which episodes the baseline leaves out", service, dg.Evidence[0].Text)
+		}
+	}
+}
+
+// A service slow all along (TTFT p95 ~27 s, no SLO) is never healthy: the
+// default objective judges it, and the diagnosis says it was slow before.
+func TestObjectiveFloorOnASlowService(t *testing.T) {
+	a := openAssembler(t)
+	ctx := context.Background()
+	if _, err := a.PG.EnsureProject(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().UTC().Truncate(time.Minute).Add(-2 * time.Hour)
+	reqs := chatRequests(3, start, 120)
+	for i := range reqs {
+		q := 27_000.0
+		reqs[i].Queue, reqs[i].TTFT = &q, telemetry.Ptr(q+*reqs[i].Prefill+20)
+	}
+	if err := a.CH.Insert(ctx, clickhouse.RequestsBatch(reqs, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	q := &Queries{CH: a.CH}
+	window := diagnose.Range{From: start.Add(100 * time.Minute), To: start.Add(115 * time.Minute)}
+	plain, err := q.Diagnose(ctx, DiagnoseRequest{Project: 1, Window: window, Service: "vllm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Verdict != diagnose.VerdictHealthy {
+		t.Fatalf("unguarded verdict %s: the case no longer shows the problem the objective solves", plain.Verdict)
+	}
+	req := DiagnoseRequest{Project: 1, Window: window, Service: "vllm"}
+	g := (&StoredSettings{PG: a.PG}).GuardDiagnosis(ctx, &req)
+	dg, err := q.Diagnose(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Explain(&dg)
+	if dg.Verdict == diagnose.VerdictHealthy || g.ObjectiveMs != DefaultTTFTObjectiveMs {
+		t.Fatalf("guarded verdict %s with objective %v ms: %s", dg.Verdict, g.ObjectiveMs, dg.Summary)
+	}
+	all := ""
+	for _, e := range dg.Evidence {
+		all += e.Text + "\n"
+	}
+	for _, want := range []string{"default objective of 10.0 s", "in the baseline, so this is not new"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, all)
+		}
+	}
+}
