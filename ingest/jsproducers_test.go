@@ -120,11 +120,7 @@ var pendingOnMain = []struct {
 	Library, Call, Field string
 	OnMain               any // nil = null
 	Why                  string
-}{
-	{"openlit", "openai.chat stream", "ttft_ms", nil, "gen_ai.server.time_to_first_token is not read"},
-	{"openlit", "openai.chat stream", "decode_ms", nil, "no client TTFT, so no client decode"},
-	{"openlit", "anthropic.messages stream", "output_tokens", 7.0, "tokens come from OpenLIT's outer span, not the SDK's innermost one"},
-}
+}{}
 
 func callKind(c jsCall) string {
 	if c.Stream {

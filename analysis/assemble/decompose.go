@@ -28,9 +28,13 @@ func (a *assembler) decompose(c *call) telemetry.LLMRequest {
 		r.Instance = server.Instance
 	}
 
-	// Descriptive fields: the caller's view first, then a nested client
-	// span, then the server.
-	for _, s := range [...]*telemetry.Span{client, c.hop, server} {
+	// Descriptive fields: a wrapped call counts as its innermost client
+	// (the SDK's own span under a framework or OpenLIT wrapper names the
+	// model and tokens as the provider returned them), then the outer
+	// client, then the server (vLLM V1 names no model). Tokens come from
+	// the server first: client libraries estimate or miscount them (e.g.
+	// OpenLLMetry JS tokenizes streamed prompts itself).
+	for _, s := range [...]*telemetry.Span{c.hop, client, server} {
 		if s == nil {
 			continue
 		}
@@ -39,6 +43,11 @@ func (a *assembler) decompose(c *call) telemetry.LLMRequest {
 		}
 		if r.Provider == "" {
 			r.Provider = s.LLM.Provider
+		}
+	}
+	for _, s := range [...]*telemetry.Span{server, c.hop, client} {
+		if s == nil {
+			continue
 		}
 		if r.InputTokens == nil && s.LLM.InputTokens != nil {
 			r.InputTokens = a.slab.int(*s.LLM.InputTokens)
@@ -135,18 +144,24 @@ func (a *assembler) decompose(c *call) telemetry.LLMRequest {
 }
 
 // clientTTFT is the client-observed TTFT measured from the outer client span
-// start. When only a nested span (wrapper, gateway) saw the first token, the
-// same instant is measured from the outer start instead.
+// start. When a nested span (wrapper, gateway, the SDK's own span) saw the
+// first token, the same instant is measured from the outer start; it is
+// taken over the outer span's own figure when that one ranks lower
+// (telemetry.TTFTRank: OpenLIT's clock starts after the response headers).
 func (c *call) clientTTFT() (time.Duration, bool) {
 	if c.client == nil {
 		return 0, false
 	}
-	if d := c.client.LLM.ClientTTFT; d != nil {
-		return *d, true
-	}
-	if c.hop != nil && c.hop.LLM.ClientTTFT != nil {
+	own := c.client.LLM.ClientTTFT
+	if c.hop != nil && c.hop.LLM.ClientTTFT != nil &&
+		(own == nil || telemetry.TTFTRank(c.hop.LLM.TTFTSource) > telemetry.TTFTRank(c.client.LLM.TTFTSource)) {
 		d := c.hop.Start.Add(*c.hop.LLM.ClientTTFT).Sub(c.client.Start)
-		return d, d >= 0
+		if d >= 0 {
+			return d, true
+		}
+	}
+	if own != nil {
+		return *own, true
 	}
 	return 0, false
 }

@@ -111,9 +111,11 @@ const (
 	journeyPreempted  = "journey.PREEMPTED"
 )
 
-// streamAttr says whether the client asked for a stream (semconv
-// gen_ai.request.stream, OpenLIT GEN_AI_REQUEST_IS_STREAM).
-const streamAttr = "gen_ai.request.stream"
+// streamAttrs say whether the client asked for a stream: semconv and
+// OpenLIT Python (semcov/__init__.py GEN_AI_REQUEST_IS_STREAM) send
+// gen_ai.request.stream, OpenLIT TypeScript gen_ai.request.is_stream
+// (sdk/typescript/src/semantic-convention.ts).
+var streamAttrs = [...]string{"gen_ai.request.stream", "gen_ai.request.is_stream"}
 
 // producerAttrs tell a producer apart where a rule depends on it: SGLang's
 // request span carries module = "sglang::request" (trace.py
@@ -328,7 +330,7 @@ var conventions = []fieldRule{
 // conventionKeys is every attribute name the tables above read, so one pass
 // over a span's attributes can pick them out without building a full map.
 var conventionKeys = func() map[string]struct{} {
-	m := map[string]struct{}{streamAttr: {}, sglangModuleAttr: {}}
+	m := map[string]struct{}{streamAttrs[0]: {}, streamAttrs[1]: {}, sglangModuleAttr: {}}
 	for _, mk := range llmMarkers {
 		m[mk.Attr] = struct{}{}
 	}
@@ -443,14 +445,17 @@ func (v *spanView) producer() string {
 
 // streamed reports whether the client asked for a stream.
 func (v *spanView) streamed() bool {
-	val, ok := v.attrs[streamAttr]
-	if !ok {
-		return false
+	for _, k := range streamAttrs {
+		val, ok := v.attrs[k]
+		if !ok {
+			continue
+		}
+		if b, ok := val.GetValue().(*commonpb.AnyValue_BoolValue); ok {
+			return b.BoolValue
+		}
+		return strings.EqualFold(v.text(k, 8), "true")
 	}
-	if b, ok := val.GetValue().(*commonpb.AnyValue_BoolValue); ok {
-		return b.BoolValue
-	}
-	return strings.EqualFold(v.text(streamAttr, 8), "true")
+	return false
 }
 
 // event is the index of the first event named name at or after index from,
