@@ -41,6 +41,7 @@ type Settings interface {
 type Links interface {
 	CreateShare(ctx context.Context, l postgres.ShareLink) (postgres.ShareLink, error)
 	ActiveShare(ctx context.Context, tokenHash []byte) (postgres.ShareLink, error)
+	ShareChart(ctx context.Context, tokenHash []byte) ([]byte, error)
 }
 
 // Service computes pages and creates and opens share links.
@@ -154,12 +155,18 @@ func (s *Service) Create(ctx context.Context, project uint32, path string, opt O
 	if err != nil {
 		return Link{}, fmt.Errorf("encode snapshot of %s: %w", snap.Path, err)
 	}
+	// Drawn now, from the snapshot's own figures: the unfurl shows what
+	// the link shows, however the data changes later.
+	chart, err := snap.ChartPNG()
+	if err != nil {
+		return Link{}, fmt.Errorf("draw the chart of %s: %w", snap.Path, err)
+	}
 	token, err := newToken()
 	if err != nil {
 		return Link{}, err
 	}
 	row := postgres.ShareLink{ProjectID: int64(project), TokenHash: HashToken(token), Path: snap.Path,
-		Title: snap.Title(), Snapshot: body}
+		Title: snap.Title(), Snapshot: body, ChartPNG: chart}
 	switch {
 	case opt.Expires == Never:
 	case opt.Expires <= 0:
@@ -210,6 +217,22 @@ func (s *Service) Open(ctx context.Context, token string) (Snapshot, postgres.Sh
 	}
 	return snap, row, nil
 }
+
+// Chart returns the unfurl picture (a PNG) of a token's snapshot, or
+// ErrNotFound when the link does not open or has no picture.
+func (s *Service) Chart(ctx context.Context, token string) ([]byte, error) {
+	if !validToken(token) {
+		return nil, ErrNotFound
+	}
+	png, err := s.Links.ShareChart(ctx, HashToken(token))
+	if errors.Is(err, postgres.ErrNoShare) {
+		return nil, ErrNotFound
+	}
+	return png, err
+}
+
+// ChartURL is the public address of a token's unfurl picture.
+func (s *Service) ChartURL(token string) string { return s.URL(token) + "/chart.png" }
 
 func validToken(t string) bool {
 	if len(t) != TokenLen {

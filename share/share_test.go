@@ -149,6 +149,15 @@ func (f *fakeLinks) ActiveShare(_ context.Context, hash []byte) (postgres.ShareL
 	return postgres.ShareLink{}, postgres.ErrNoShare
 }
 
+func (f *fakeLinks) ShareChart(_ context.Context, hash []byte) ([]byte, error) {
+	for _, r := range f.rows {
+		if string(r.TokenHash) == string(hash) && r.ChartPNG != nil {
+			return r.ChartPNG, nil
+		}
+	}
+	return nil, postgres.ErrNoShare
+}
+
 func TestCreateAndOpen(t *testing.T) {
 	src, links := &fakeSource{}, &fakeLinks{}
 	svc := &Service{Source: src, Links: links, PublicURL: "https://tp.example.com/", Now: func() time.Time { return now }}

@@ -35,6 +35,7 @@ func (s *Server) pageRoutes(g *echo.Group) {
 // publicRoutes need no login: shared snapshots.
 func (s *Server) publicRoutes(e *echo.Echo) {
 	e.GET("/s/:token", s.sharedSnapshot)
+	e.GET("/s/:token/chart.png", s.sharedChart)
 }
 
 // apiShareRoutes are the share endpoints of /api/v1.

@@ -22,6 +22,7 @@ import (
 var publicRoutes = map[string]bool{
 	"GET /healthz": true, "GET /readyz": true, "GET /metrics": true, "GET /static/*": true,
 	"GET /login": true, "POST /login": true, "POST /logout": true, "GET /s/:token": true,
+	"GET /s/:token/chart.png": true,
 }
 
 func TestEveryRouteNeedsAuth(t *testing.T) {

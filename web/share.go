@@ -263,17 +263,7 @@ func (s *Server) sharedSnapshot(c echo.Context) error {
 	if VendorMissing() {
 		p.Notice = "Chart libraries are missing from this build; figures are shown as tables."
 	}
-	desc := snap.Description()
-	p.Meta = []views.MetaTag{
-		{Property: "og:title", Content: snap.Title()},
-		{Property: "og:description", Content: desc},
-		{Property: "og:type", Content: "article"},
-		{Property: "og:site_name", Content: "Tokenpath"},
-		{Property: "og:url", Content: s.shares().URL(token)},
-		{Property: "twitter:card", Content: "summary"},
-		{Property: "twitter:title", Content: snap.Title()},
-		{Property: "twitter:description", Content: desc},
-	}
+	p.Meta = s.unfurlMeta(c, snap, row, token)
 	info := views.SnapshotInfo{TakenAt: views.HumanTime(snap.TakenAt), Of: snapshotOf(snap), LivePath: snap.Path,
 		Expires: expiresText(row.ExpiresAt) + ".", Behind: snapshotBehind(snap)}
 	switch snap.Kind {
@@ -295,16 +285,114 @@ func (s *Server) sharedSnapshot(c echo.Context) error {
 		if snap.Trace == nil {
 			break
 		}
-		// The trace page itself (requests_page.go), from the frozen rows; the
-		// layout's notice carries the snapshot banner.
+		// The trace page itself (requests_page.go), from the frozen rows,
+		// under the banner that offers its live page.
 		v := traceDetailView(snap.Trace.TraceID, snap.Trace.Spans, snap.Trace.Requests, snap.TakenAt, false)
-		p.Notice = joinSentences("Snapshot taken at "+info.TakenAt+" of "+info.Of+
-			". It is frozen: it shows what the page said then, even after the data is gone.", info.Expires, info.Behind, p.Notice)
+		v.Snapshot = &info
 		v.Page = p
 		return render(c, http.StatusOK, views.RequestDetail(v))
 	}
 	s.deps.Log.Error("share link with an unreadable snapshot", "id", row.ID, "kind", snap.Kind)
 	return echo.NewHTTPError(http.StatusInternalServerError, "This snapshot cannot be shown by this version of Tokenpath.")
+}
+
+// unfurlMeta is what a chat app shows for a link: service, verdict and
+// window in the title, the verdict sentence and headline evidence below,
+// and the chart drawn when the snapshot was taken. Chat apps fetch the
+// picture from its own absolute URL, without cookies.
+func (s *Server) unfurlMeta(c echo.Context, snap share.Snapshot, row postgres.ShareLink, token string) []views.MetaTag {
+	title, desc := unfurlTitle(snap), unfurlDescription(snap)
+	meta := []views.MetaTag{
+		{Property: "og:title", Content: title},
+		{Property: "og:description", Content: desc},
+		{Property: "og:type", Content: "article"},
+		{Property: "og:site_name", Content: "Tokenpath"},
+		{Property: "og:url", Content: s.absoluteURL(c, s.shares().URL(token))},
+	}
+	card := "summary"
+	if row.HasChart {
+		card = "summary_large_image"
+		img := s.absoluteURL(c, s.shares().ChartURL(token))
+		meta = append(meta,
+			views.MetaTag{Property: "og:image", Content: img},
+			views.MetaTag{Property: "og:image:type", Content: "image/png"},
+			views.MetaTag{Property: "og:image:width", Content: strconv.Itoa(share.ChartWidthPx)},
+			views.MetaTag{Property: "og:image:height", Content: strconv.Itoa(share.ChartHeightPx)},
+			views.MetaTag{Property: "og:image:alt", Content: chartAlt(snap)},
+			views.MetaTag{Property: "twitter:image", Content: img})
+	}
+	return append(meta,
+		views.MetaTag{Property: "twitter:card", Content: card},
+		views.MetaTag{Property: "twitter:title", Content: title},
+		views.MetaTag{Property: "twitter:description", Content: desc})
+}
+
+// absoluteURL makes a site path absolute: with the public URL setting when
+// it is set (share.Service.URL already did), else from the request's own
+// scheme and host, since OpenGraph readers take only absolute URLs.
+func (s *Server) absoluteURL(c echo.Context, u string) string {
+	if strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
+		return u
+	}
+	return c.Scheme() + "://" + c.Request().Host + u
+}
+
+// unfurlTitle names what the link is about: "rag-chat: Queueing ·
+// 13:05–14:05 UTC, 2 Dec 2026".
+func unfurlTitle(snap share.Snapshot) string {
+	switch {
+	case snap.Diagnose != nil:
+		p := snap.Diagnose.Params
+		return subjectHeading(p.Service, p.Model) + ": " + views.VerdictLabel(string(snap.Diagnose.Diagnosis.Verdict)) +
+			" · " + views.HumanRange(p.Window.From, p.Window.To)
+	case snap.Compare != nil:
+		p := snap.Compare.Params
+		return "Compare " + subjectHeading(p.Service, p.Model) + " · " + views.HumanRange(p.A.From, p.A.To) +
+			" against " + views.HumanRange(p.B.From, p.B.To)
+	}
+	return snap.Title()
+}
+
+// unfurlDescription is the verdict sentence (a comparison's summary) and
+// then the headline evidence, within the ~300 characters chat apps show.
+func unfurlDescription(snap share.Snapshot) string {
+	d := snap.Description()
+	if snap.Trace == nil {
+		d = joinSentences(snap.Title(), d)
+	}
+	if r := []rune(d); len(r) > 300 {
+		d = string(r[:299]) + "…"
+	}
+	return d
+}
+
+// chartAlt describes the unfurl picture for a screen reader.
+func chartAlt(snap share.Snapshot) string {
+	if snap.Compare != nil {
+		return "Bar chart of p95 latencies before and after."
+	}
+	return "Line chart of TTFT p95 and the p95 of queue, prefill, network and pre-inference over the window."
+}
+
+// sharedChart is GET /s/:token/chart.png: the picture drawn when the
+// snapshot was taken, no login needed, gone with the link.
+func (s *Server) sharedChart(c echo.Context) error {
+	h := c.Response().Header()
+	h.Set("X-Robots-Tag", "noindex, nofollow")
+	if s.shareState().links == nil {
+		return notFoundShare()
+	}
+	png, err := s.shares().Chart(c.Request().Context(), c.Param("token"))
+	if errors.Is(err, share.ErrNotFound) {
+		return notFoundShare()
+	}
+	if err != nil {
+		s.deps.Log.Error("open share chart", "err", err)
+		return echo.NewHTTPError(http.StatusInternalServerError, "This picture cannot be shown right now.")
+	}
+	// Revoking the link takes the picture down at once, as the page.
+	h.Set("Cache-Control", "no-store")
+	return c.Blob(http.StatusOK, "image/png", png)
 }
 
 // joinSentences joins the non-empty sentences with one space each.

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"html"
+	"image"
+	"image/png"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -16,6 +18,7 @@ import (
 	"github.com/tokenpath/tokenpath/app/apptest"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/telemetry"
+	"github.com/tokenpath/tokenpath/web/views"
 )
 
 // createdShare is the API's answer to POST /api/v1/share.
@@ -49,7 +52,28 @@ func sharePath(t *testing.T, shareURL string) string {
 	return u.Path
 }
 
-var ogTitle = regexp.MustCompile(`<meta property="og:title" content="([^"]*)"`)
+// metaContent is the unescaped content of a page's <meta property=…>.
+func metaContent(page, property string) string {
+	m := regexp.MustCompile(`<meta property="` + regexp.QuoteMeta(property) + `" content="([^"]*)"`).FindStringSubmatch(page)
+	if m == nil {
+		return ""
+	}
+	return html.UnescapeString(m[1])
+}
+
+// hasInk reports whether a picture has dark pixels (lines, text) on it.
+func hasInk(img image.Image) bool {
+	r := img.Bounds()
+	dark := 0
+	for y := r.Min.Y; y < r.Max.Y; y += 2 {
+		for x := r.Min.X; x < r.Max.X; x += 2 {
+			if cr, cg, cb, _ := img.At(x, y).RGBA(); cr+cg+cb < 3*0x8000 {
+				dark++
+			}
+		}
+	}
+	return dark > 500
+}
 
 func TestShareLinks(t *testing.T) {
 	srv := apptest.Start(t, apptest.Options{})
@@ -93,20 +117,47 @@ func TestShareLinks(t *testing.T) {
 
 	t.Run("shared page", func(t *testing.T) {
 		page := shared.Body
-		m := ogTitle.FindStringSubmatch(page)
-		if m == nil || html.UnescapeString(m[1]) != api.Summary {
-			t.Errorf("og:title = %v, want %q", m, api.Summary)
+		// The unfurl names service, verdict and window; the verdict
+		// sentence and the first evidence come under it.
+		wantTitle := "rag-chat: Queueing · " + views.HumanRange(in.Window.From, in.Window.To)
+		if got := metaContent(page, "og:title"); got != wantTitle {
+			t.Errorf("og:title = %q, want %q", got, wantTitle)
+		}
+		if got := metaContent(page, "og:description"); !strings.HasPrefix(got, api.Summary+" 1. "+api.Evidence[0].Text) {
+			t.Errorf("og:description = %q, want the verdict sentence then evidence 1 (%q)", got, api.Evidence[0].Text)
 		}
 		mustContain(t, "the shared page", page,
 			html.EscapeString(api.Summary),
-			`<meta property="og:description" content="1. `,
 			`<meta property="og:type" content="article"`,
-			`<meta property="twitter:card" content="summary"`,
+			`<meta property="twitter:card" content="summary_large_image"`,
 			"Snapshot taken at",
 			`<span class="badge v-queueing">Queueing`,
 			`id="chart-parts"`, `id="chart-ttft"`,
 			html.EscapeString(api.Evidence[0].Text),
 		)
+		// The picture: an absolute URL under the token, served without
+		// login, a PNG of the size the tags announce.
+		img := metaContent(page, "og:image")
+		if img != link.URL+"/chart.png" || !strings.HasPrefix(img, "http://") {
+			t.Fatalf("og:image = %q, want the absolute %s/chart.png", img, link.URL)
+		}
+		if w, h := metaContent(page, "og:image:width"), metaContent(page, "og:image:height"); w != "1200" || h != "630" {
+			t.Errorf("og:image size tags = %s×%s, want 1200×630", w, h)
+		}
+		got := anon.get(sharePath(t, link.URL) + "/chart.png")
+		if got.Code != http.StatusOK || got.Header.Get("Content-Type") != "image/png" {
+			t.Fatalf("GET og:image logged out: %d %s", got.Code, got.Header.Get("Content-Type"))
+		}
+		pic, err := png.Decode(strings.NewReader(got.Body))
+		if err != nil {
+			t.Fatalf("og:image is not a PNG: %v", err)
+		}
+		if b := pic.Bounds(); b.Dx() != 1200 || b.Dy() != 630 {
+			t.Errorf("og:image is %dx%d, want 1200x630", b.Dx(), b.Dy())
+		}
+		if !hasInk(pic) {
+			t.Errorf("og:image is blank")
+		}
 		for _, leak := range []string{`<nav class="main"`, "<form", `name="_csrf"`, `href="/requests/`, "Log out"} {
 			if strings.Contains(page, leak) {
 				t.Errorf("the shared page contains %q (no navigation, forms or logged-in links)", leak)
@@ -137,12 +188,19 @@ func TestShareLinks(t *testing.T) {
 			t.Fatalf("the trace's link answers %d", got.Code)
 		}
 		mustContain(t, "the shared trace", got.Body, id, `class="waterfall-table"`, "Snapshot taken at")
-		// No form and no links into the app, which a logged-out reader
-		// cannot open (the call's diagnosis, the requests list).
-		for _, leak := range []string{"<form", `href="/requests`, `href="/diagnose`} {
-			if strings.Contains(got.Body, leak) {
+		// One link into the app: the live trace, for team members who
+		// can log in; no form, no other app links (the call's diagnosis,
+		// the requests list), no picture to unfurl.
+		mustContain(t, "the shared trace", got.Body, `<a href="/requests/`+id+`" rel="nofollow">open the live page</a> (login needed)`,
+			`<meta property="twitter:card" content="summary"`)
+		rest := strings.Replace(got.Body, `href="/requests/`+id+`"`, "", 1)
+		for _, leak := range []string{"<form", `href="/requests`, `href="/diagnose`, `og:image`} {
+			if strings.Contains(rest, leak) {
 				t.Errorf("the shared trace contains %q", leak)
 			}
+		}
+		if r := anon.get(sharePath(t, html.UnescapeString(m[1])) + "/chart.png"); r.Code != http.StatusNotFound {
+			t.Errorf("a trace's link answers %d for a picture it does not have, want 404", r.Code)
 		}
 	})
 

@@ -24,7 +24,12 @@ type ShareLink struct {
 	Title     string
 	// Snapshot is the page's frozen data as JSON (see package share); it is
 	// left empty by ListShares.
-	Snapshot  []byte
+	Snapshot []byte
+	// ChartPNG is the unfurl picture drawn with the snapshot (migration
+	// 0006); nil when there is none. Only CreateShare and ShareChart touch
+	// it; HasChart says whether a looked-up link has one.
+	ChartPNG  []byte
+	HasChart  bool
 	CreatedAt time.Time
 	ExpiresAt *time.Time // nil: never expires
 	RevokedAt *time.Time // nil: active
@@ -41,9 +46,10 @@ func (s *Store) CreateShare(ctx context.Context, l ShareLink) (ShareLink, error)
 	if len(l.TokenHash) == 0 || len(l.Snapshot) == 0 {
 		return l, errors.New("create share link: token hash and snapshot are required")
 	}
-	err := s.Pool.QueryRow(ctx, `INSERT INTO share_links (token_hash, project_id, path, title, snapshot, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, created_at`,
-		l.TokenHash, l.ProjectID, l.Path, l.Title, string(l.Snapshot), l.ExpiresAt).Scan(&l.ID, &l.CreatedAt)
+	err := s.Pool.QueryRow(ctx, `INSERT INTO share_links (token_hash, project_id, path, title, snapshot, expires_at, chart_png)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, created_at`,
+		l.TokenHash, l.ProjectID, l.Path, l.Title, string(l.Snapshot), l.ExpiresAt, l.ChartPNG).Scan(&l.ID, &l.CreatedAt)
+	l.HasChart = len(l.ChartPNG) > 0
 	if err != nil {
 		return l, fmt.Errorf("create share link for project %d: %w", l.ProjectID, err)
 	}
@@ -55,9 +61,9 @@ func (s *Store) CreateShare(ctx context.Context, l ShareLink) (ShareLink, error)
 func (s *Store) ActiveShare(ctx context.Context, tokenHash []byte) (ShareLink, error) {
 	var l ShareLink
 	var snapshot string
-	err := s.Pool.QueryRow(ctx, `SELECT id, project_id, token_hash, path, title, snapshot::text, created_at, expires_at, revoked_at
+	err := s.Pool.QueryRow(ctx, `SELECT id, project_id, token_hash, path, title, snapshot::text, chart_png IS NOT NULL, created_at, expires_at, revoked_at
 		FROM share_links WHERE token_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
-		tokenHash).Scan(&l.ID, &l.ProjectID, &l.TokenHash, &l.Path, &l.Title, &snapshot, &l.CreatedAt, &l.ExpiresAt, &l.RevokedAt)
+		tokenHash).Scan(&l.ID, &l.ProjectID, &l.TokenHash, &l.Path, &l.Title, &snapshot, &l.HasChart, &l.CreatedAt, &l.ExpiresAt, &l.RevokedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return l, ErrNoShare
 	}
@@ -66,6 +72,23 @@ func (s *Store) ActiveShare(ctx context.Context, tokenHash []byte) (ShareLink, e
 	}
 	l.Snapshot = []byte(snapshot)
 	return l, nil
+}
+
+// ShareChart returns the unfurl picture of the active link whose token
+// hashes to tokenHash, or ErrNoShare when the link is unknown, revoked,
+// expired or has no picture.
+func (s *Store) ShareChart(ctx context.Context, tokenHash []byte) ([]byte, error) {
+	var png []byte
+	err := s.Pool.QueryRow(ctx, `SELECT chart_png FROM share_links
+		WHERE token_hash = $1 AND chart_png IS NOT NULL AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
+		tokenHash).Scan(&png)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNoShare
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up share chart: %w", err)
+	}
+	return png, nil
 }
 
 // ShareByID returns one link of the project, whatever its state, without

@@ -98,3 +98,40 @@ func TestShareLinkLifecycle(t *testing.T) {
 		t.Errorf("revoked link still opens: %v", err)
 	}
 }
+
+func TestShareChartStoredWithLink(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	p, err := s.EnsureProjectWithKey(ctx, "charts", "tp_share_chart_test_key_long_enough")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := func(tok string) []byte { h := sha256.Sum256([]byte("chart-" + tok)); return h[:] }
+	png := []byte("\x89PNG\r\n\x1a\n picture bytes")
+	with, err := s.CreateShare(ctx, ShareLink{ProjectID: p, TokenHash: hash("with"), Path: "/diagnose", Snapshot: []byte(`{}`), ChartPNG: png})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateShare(ctx, ShareLink{ProjectID: p, TokenHash: hash("without"), Path: "/requests/x", Snapshot: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := s.ActiveShare(ctx, hash("with")); err != nil || !l.HasChart || l.ChartPNG != nil {
+		t.Errorf("ActiveShare(with) = HasChart %v, %d picture bytes, %v; want a flag and no bytes", l.HasChart, len(l.ChartPNG), err)
+	}
+	if l, err := s.ActiveShare(ctx, hash("without")); err != nil || l.HasChart {
+		t.Errorf("ActiveShare(without) = HasChart %v, %v", l.HasChart, err)
+	}
+	got, err := s.ShareChart(ctx, hash("with"))
+	if err != nil || string(got) != string(png) {
+		t.Errorf("ShareChart = %q, %v; want the stored bytes", got, err)
+	}
+	if _, err := s.ShareChart(ctx, hash("without")); !errors.Is(err, ErrNoShare) {
+		t.Errorf("ShareChart of a link without a picture = %v, want ErrNoShare", err)
+	}
+	if err := s.RevokeShare(ctx, p, with.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ShareChart(ctx, hash("with")); !errors.Is(err, ErrNoShare) {
+		t.Errorf("ShareChart of a revoked link = %v, want ErrNoShare", err)
+	}
+}
