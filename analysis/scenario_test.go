@@ -112,7 +112,7 @@ func TestPlantedIncidentsEndToEnd(t *testing.T) {
 		{
 			name: "memory_bound_decode", incidents: []demo.Incident{demo.MemoryBoundDecode}, seed: 506,
 			service: ragChat, verdict: diagnose.VerdictDecode, minConf: 0.8, sameOnServer: true, bystander: supportAgent,
-			mentions: []string{"ITL p95", "tok/s", "requests running", "ITL p95 follows the batch"},
+			mentions: []string{"ITL p95", "tok/s", "requests running", "ITL p95 rose and fell with the batch size"},
 			summary:  []string{"E2E p95 rose", "memory-bound"},
 			check:    checkDecode,
 		},

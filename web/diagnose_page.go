@@ -371,7 +371,7 @@ func answersView(d diagnose.Diagnosis, compareHref string, defaultObjective bool
 
 	w := views.DiagAnswer{Question: "Is the workload prefill- or decode-heavy?", Answer: "No token counts or timings to tell."}
 	if a.Workload != nil {
-		w.Status, w.Tone, w.Answer = a.Workload.Kind, "neutral", a.Workload.Text
+		w.Status, w.Tone, w.Answer = a.Workload.Kind+" by "+a.Workload.Basis, "neutral", a.Workload.Text
 	}
 	out = append(out, w)
 

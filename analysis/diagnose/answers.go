@@ -27,6 +27,9 @@ type Answers struct {
 // writing answers.
 type WorkloadShape struct {
 	Kind string `json:"kind"` // prefill-heavy | decode-heavy
+	// Basis is what Kind was judged by: "time" (prefill against decode
+	// time) or "tokens" (no timings).
+	Basis string `json:"basis"`
 	// InputTokenShare is input / (input + output) tokens.
 	InputTokenShare *float64 `json:"input_token_share"`
 	// PrefillTimeShare is prefill / (prefill + decode) time.
@@ -126,18 +129,24 @@ func workloadShape(reqs []telemetry.LLMRequest) *WorkloadShape {
 	// Time decides: a decode token costs far more than a prompt token, so a
 	// 10:1 token ratio can still be decode-heavy. Without times, a prompt
 	// ≥ 20× the answer counts as prefill-heavy.
+	// The sentence names the share that matches the label (decode-heavy:
+	// the decode share), and says so when the tokens point the other way.
 	switch {
 	case w.PrefillTimeShare != nil:
-		w.Kind = "decode-heavy"
+		w.Basis = "time"
+		prefillWords := "prefill"
+		if fromTTFT {
+			prefillWords = "time to first token (prefill is bundled by the provider)"
+		}
 		if *w.PrefillTimeShare >= 0.5 {
 			w.Kind = "prefill-heavy"
+			w.Text = fmt.Sprintf("Prefill-heavy by time: %s of model time is %s", fmtPct(*w.PrefillTimeShare), prefillWords)
+		} else {
+			w.Kind = "decode-heavy"
+			w.Text = fmt.Sprintf("Decode-heavy by time: %s of model time is writing the answer", fmtPct(1-*w.PrefillTimeShare))
 		}
-		what := "prefill"
-		if fromTTFT {
-			what = "time to first token (prefill is bundled by the provider)"
-		}
-		w.Text = fmt.Sprintf("%s: %s of model time is %s", capitalize(w.Kind), fmtPct(*w.PrefillTimeShare), what)
 	default:
+		w.Basis = "tokens"
 		w.Kind = "decode-heavy"
 		if in >= 20*out {
 			w.Kind = "prefill-heavy"
@@ -145,8 +154,14 @@ func workloadShape(reqs []telemetry.LLMRequest) *WorkloadShape {
 		w.Text = capitalize(w.Kind) + " by tokens (no timings)"
 	}
 	if w.InputTokenShare != nil {
-		w.Text += fmt.Sprintf("; input tokens are %s of all tokens (p50 %s in, %s out).",
-			fmtPct(*w.InputTokenShare), fmtTokens(val(w.InputTokensP50)), fmtTokens(val(w.OutputTokensP50)))
+		share := *w.InputTokenShare
+		counts := fmt.Sprintf("(p50 %s in, %s out)", fmtTokens(val(w.InputTokensP50)), fmtTokens(val(w.OutputTokensP50)))
+		if w.Basis == "time" && (w.Kind == "decode-heavy") == (share >= 0.5) {
+			w.Text += fmt.Sprintf(", although input tokens are %s of all tokens %s: a token written costs far more time than a token read.",
+				fmtPct(share), counts)
+		} else {
+			w.Text += fmt.Sprintf("; input tokens are %s of all tokens %s.", fmtPct(share), counts)
+		}
 	} else {
 		w.Text += "."
 	}
@@ -214,7 +229,11 @@ func sloResult(slo *SLO, reqs []telemetry.LLMRequest) *SLOResult {
 		if math.IsNaN(actual) {
 			texts = append(texts, fmt.Sprintf("TTFT %s: no data (target < %s)", pct, fmtMs(slo.TTFTMs)))
 		} else {
-			texts = append(texts, fmt.Sprintf("TTFT %s %s vs < %s: %s", pct, fmtMs(actual), fmtMs(slo.TTFTMs), metWord(c.Met)))
+			side := "over"
+			if c.Met {
+				side = "under"
+			}
+			texts = append(texts, fmt.Sprintf("TTFT %s is %s, %s the %s objective", pct, fmtMs(actual), side, fmtMs(slo.TTFTMs)))
 		}
 	}
 	if slo.TPOT > 0 {
@@ -229,7 +248,11 @@ func sloResult(slo *SLO, reqs []telemetry.LLMRequest) *SLOResult {
 		if math.IsNaN(actual) {
 			texts = append(texts, fmt.Sprintf("TPOT %s: no data (target ≥ %s tok/s)", pct, fmtCount(slo.TPOT)))
 		} else {
-			texts = append(texts, fmt.Sprintf("TPOT %s %s tok/s (ITL %s) vs ≥ %s tok/s: %s", pct, fmtCount(actual), fmtMs(itl), fmtCount(slo.TPOT), metWord(c.Met)))
+			side := "below"
+			if c.Met {
+				side = "at or above"
+			}
+			texts = append(texts, fmt.Sprintf("TPOT %s is %s tok/s (ITL %s), %s the %s tok/s objective", pct, fmtCount(actual), fmtMs(itl), side, fmtCount(slo.TPOT)))
 		}
 	}
 	res.Met = !res.ttftMissed() && !res.tpotMissed()

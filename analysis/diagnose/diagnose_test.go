@@ -100,7 +100,7 @@ func TestPlantedIncidents(t *testing.T) {
 			verdict:  VerdictDecode,
 			minConf:  0.75,
 			maxConf:  0.97,
-			mentions: []string{"ITL p95", "tok/s", "ITL p95 follows the batch", "requests running"},
+			mentions: []string{"ITL p95", "tok/s", "ITL p95 rose and fell with the batch size", "requests running"},
 			summary:  []string{"E2E p95 rose", "memory-bound"},
 		},
 		{
@@ -406,6 +406,12 @@ func TestAnswers(t *testing.T) {
 	} else if s := *a.Workload.InputTokenShare; s < 0.7 || s > 0.9 {
 		t.Errorf("input token share %.2f, want ~0.8 (800 in, 200 out)", s)
 	}
+	// The label and its sentence agree: decode's share, and a word on why
+	// the input tokens' larger share does not make it prefill-heavy.
+	if w := a.Workload; w != nil && (w.Basis != "time" || !strings.HasPrefix(w.Text, "Decode-heavy by time: ") ||
+		!strings.Contains(w.Text, "of model time is writing the answer, although input tokens are 8")) {
+		t.Errorf("workload text %q (basis %q) does not match its label", w.Text, w.Basis)
+	}
 	if a.Decode == nil || a.Decode.Kind != "memory-bound" || a.Decode.RunningR == nil || *a.Decode.RunningR < 0.8 {
 		t.Errorf("decode %+v", a.Decode)
 	}
@@ -607,4 +613,19 @@ func startingAt(reqs []telemetry.LLMRequest, cut time.Time) (kept []telemetry.LL
 		}
 	}
 	return kept, first
+}
+
+// The SLO answer says met or missed once, then the figures against the
+// objective in words.
+func TestSLOResultWords(t *testing.T) {
+	reqs := make([]telemetry.LLMRequest, 20)
+	for i := range reqs {
+		reqs[i].TTFT = telemetry.Ptr(2000.0)
+		reqs[i].ITL = telemetry.Ptr(25.0)
+	}
+	res := sloResult(&SLO{TTFTMs: 800, TPOT: 30, Percentile: 95}, reqs)
+	want := "SLO missed: TTFT p95 is 2.0 s, over the 800 ms objective; TPOT p95 is 40 tok/s (ITL 25 ms), at or above the 30 tok/s objective."
+	if res == nil || res.Text != want {
+		t.Errorf("SLO text %q, want %q", res.Text, want)
+	}
 }

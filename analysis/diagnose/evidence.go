@@ -3,6 +3,7 @@ package diagnose
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/tokenpath/tokenpath/analysis/stats"
 	"github.com/tokenpath/tokenpath/telemetry"
@@ -207,15 +208,31 @@ func mostCommon(reqs []telemetry.LLMRequest, idx []int, f func(*telemetry.LLMReq
 	return best
 }
 
-func lagPhrase(lag int) string {
+// movedWith says in plain words how a latency moved with a gauge, the
+// coefficient kept for those who want it: "TTFT p99 rose and fell with it
+// (r = 0.79 per 30 s bucket, 30 s behind it)". strongR is where "rose and
+// fell" starts, as it is where the correlation counts as corroboration.
+func (a *analysis) movedWith(c Correlation, latency, gauge string) string {
+	r := *c.Pearson
+	verb := "barely moved with"
 	switch {
-	case lag == 0:
-		return ""
-	case lag > 0:
-		return fmt.Sprintf(", leading by %d", lag)
-	default:
-		return fmt.Sprintf(", lagging by %d", -lag)
+	case r >= strongR:
+		verb = "rose and fell with"
+	case r >= 0.3:
+		verb = "tended to rise with"
+	case r <= -0.3:
+		verb = "moved against"
 	}
+	s := fmt.Sprintf("%s %s %s (r = %s per %s", latency, verb, gauge, fmtR(r), c.Per)
+	if c.Lag != 0 && a.width > 0 {
+		shift := fmtWidth(time.Duration(max(c.Lag, -c.Lag)) * a.width)
+		if c.Lag > 0 {
+			s += ", " + shift + " behind it"
+		} else {
+			s += ", " + shift + " ahead of it"
+		}
+	}
+	return s + ")"
 }
 
 // baselineLack says why the baseline was not used: "no baseline requests"

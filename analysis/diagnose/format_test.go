@@ -56,3 +56,23 @@ func TestCountNouns(t *testing.T) {
 		}
 	}
 }
+
+// A correlation reads as words first, the coefficient after, and a shift
+// between the series as a time.
+func TestMovedWithReadsPlainly(t *testing.T) {
+	a := &analysis{width: 30 * time.Second}
+	r := func(x float64) *float64 { return &x }
+	for _, tc := range []struct {
+		c    Correlation
+		want string
+	}{
+		{Correlation{Pearson: r(0.79), Per: "30 s bucket"}, "TTFT p99 rose and fell with it (r = 0.79 per 30 s bucket)"},
+		{Correlation{Pearson: r(0.35), Per: "30 s bucket", Lag: 2}, "TTFT p99 tended to rise with it (r = 0.35 per 30 s bucket, 1 min behind it)"},
+		{Correlation{Pearson: r(0.1), Per: "30 s bucket", Lag: -1}, "TTFT p99 barely moved with it (r = 0.10 per 30 s bucket, 30 s ahead of it)"},
+		{Correlation{Pearson: r(-0.6), Per: "request"}, "TTFT p99 moved against it (r = -0.60 per request)"},
+	} {
+		if got := a.movedWith(tc.c, "TTFT p99", "it"); got != tc.want {
+			t.Errorf("movedWith(%+v) = %q, want %q", tc.c, got, tc.want)
+		}
+	}
+}

@@ -68,7 +68,8 @@ func (a *analysis) corroborateDecode(g *group) {
 		}
 		figs := figures("running_max", runMax, "baseline_running_max", runBase)
 		if c, ok := findCorrelation(a.corrs, MetricRequestsRunning, seriesITLP95); ok && c.Pearson != nil {
-			text += fmt.Sprintf("; ITL p95 follows the batch (r = %s per %s)", fmtR(*c.Pearson), c.Per)
+			c.Lag = 0 // the batch and ITL are read in the same buckets; a shift says nothing here
+			text += "; " + a.movedWith(c, "ITL p95", "the batch size")
 			figs["r_running_itl_p95"] = *c.Pearson
 			if c.best() >= strongR {
 				memoryBound = true

@@ -55,16 +55,16 @@ func (a *analysis) corroborateQueueing(g *group) {
 		}
 		text := "KV cache " + fmtPctRange(lo, hi) + " while the slow requests ran"
 		figs := figures("kv_min", lo, "kv_max", hi)
+		if bm := gaugeMax(a.metricsBase, MetricKVCacheUsage); !math.IsNaN(bm) {
+			text += " (baseline max " + fmtPct(bm) + ")"
+			figs["baseline_kv_max"] = bm
+		}
 		if c, ok := findCorrelation(a.corrs, MetricKVCacheUsage, seriesTTFTP99); ok && c.Pearson != nil {
-			text += fmt.Sprintf(" (r = %s with TTFT p99 per %s%s)", fmtR(*c.Pearson), c.Per, lagPhrase(c.Lag))
+			text += "; " + a.movedWith(c, "TTFT p99", "it")
 			figs["r_kv_ttft_p99"] = *c.Pearson
 			if c.best() >= strongR {
 				corrBonus = 0.1
 			}
-		}
-		if bm := gaugeMax(a.metricsBase, MetricKVCacheUsage); !math.IsNaN(bm) {
-			text += "; baseline max " + fmtPct(bm)
-			figs["baseline_kv_max"] = bm
 		}
 		a.add(text+".", figs)
 		if hi >= kvFull {
@@ -79,7 +79,7 @@ func (a *analysis) corroborateQueueing(g *group) {
 			figs["baseline_waiting_max"] = bm
 		}
 		if c, ok := findCorrelation(a.corrs, MetricRequestsWaiting, seriesTTFTP99); ok && c.Pearson != nil {
-			text += fmt.Sprintf("; r = %s with TTFT p99 per %s%s", fmtR(*c.Pearson), c.Per, lagPhrase(c.Lag))
+			text += "; " + a.movedWith(c, "TTFT p99", "them")
 			figs["r_waiting_ttft_p99"] = *c.Pearson
 			if c.best() >= strongR {
 				corrBonus = math.Max(corrBonus, 0.1)
