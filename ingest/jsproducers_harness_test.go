@@ -42,6 +42,7 @@ type jsTiming struct {
 	GapMS        int `json:"GAP_MS"`
 	Tokens       int `json:"TOKENS"`
 	InputTokens  int `json:"INPUT_TOKENS"`
+	CachedTokens int `json:"CACHED_TOKENS"`
 }
 
 // jsCall is one model call run.cjs made, in order, each in its own trace.

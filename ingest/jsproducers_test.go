@@ -98,9 +98,11 @@ var jsWant = map[string]libraryWant{
 		"anthropic.messages stream": {Provider: "anthropic", TTFT: ttftFirstToken},
 	}},
 	// @langfuse/openai dist/index.cjs: a generation with usage_details and
-	// completion_start_time; no provider attribute. LangfuseSpanProcessor
-	// exports only Langfuse and gen_ai spans by default, so the app's root
-	// never arrives and pre-inference is unknown.
+	// completion_start_time; no provider attribute. parseUsageDetails
+	// subtracts OpenAI's prompt_tokens_details from "input" and sends them
+	// as input_cached_tokens etc.: the prompt is their sum.
+	// LangfuseSpanProcessor exports only Langfuse and gen_ai spans by
+	// default, so the app's root never arrives and pre-inference is unknown.
 	"langfuse": {PreInference: false, Calls: map[string]callWant{
 		"openai.chat":        {},
 		"openai.chat stream": {TTFT: ttftFirstToken},
@@ -120,7 +122,10 @@ var pendingOnMain = []struct {
 	Library, Call, Field string
 	OnMain               any // nil = null
 	Why                  string
-}{}
+}{
+	{"langfuse", "openai.chat", "input_tokens", 21.0, "usage_details input without its input_* details (cached tokens)"},
+	{"langfuse", "openai.chat stream", "input_tokens", 21.0, "usage_details input without its input_* details (cached tokens)"},
+}
 
 func callKind(c jsCall) string {
 	if c.Stream {

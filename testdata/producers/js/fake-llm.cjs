@@ -6,7 +6,8 @@
 // client TTFT and decode each library reports can be checked against it:
 //   response headers HEADER_MS after the request, the first token
 //   FIRST_TOKEN_MS after the request, then TOKENS-1 more tokens GAP_MS apart.
-// Usage is fixed: INPUT_TOKENS in, TOKENS out.
+// Usage is fixed: INPUT_TOKENS in, TOKENS out, with the detail objects the
+// real APIs send.
 const http = require('node:http');
 
 const timing = {
@@ -15,6 +16,9 @@ const timing = {
   GAP_MS: 200,
   TOKENS: 6,
   INPUT_TOKENS: 37,
+  // Of the OpenAI prompt's tokens, this many were a prompt-cache hit
+  // (usage.prompt_tokens_details.cached_tokens; prompt_tokens counts them).
+  CACHED_TOKENS: 16,
 };
 const WORDS = ['The', ' queue', ' was', ' full', ' at', ' noon.'];
 
@@ -37,7 +41,9 @@ async function openaiChat(req, res, body, t0) {
   const id = `chatcmpl-conf${++seq}`;
   const created = Math.floor(Date.now() / 1000);
   const model = body.model;
-  const usage = { prompt_tokens: timing.INPUT_TOKENS, completion_tokens: timing.TOKENS, total_tokens: timing.INPUT_TOKENS + timing.TOKENS };
+  const usage = { prompt_tokens: timing.INPUT_TOKENS, completion_tokens: timing.TOKENS, total_tokens: timing.INPUT_TOKENS + timing.TOKENS,
+    prompt_tokens_details: { cached_tokens: timing.CACHED_TOKENS, audio_tokens: 0 },
+    completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 } };
   if (!body.stream) {
     await sleepUntil(t0 + timing.FIRST_TOKEN_MS + (timing.TOKENS - 1) * timing.GAP_MS);
     res.writeHead(200, { 'content-type': 'application/json', 'x-request-id': id });
