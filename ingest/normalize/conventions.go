@@ -154,6 +154,10 @@ const (
 	// eventGap is the time from the first event named From to the first
 	// named Event after it, both on the span.
 	eventGap
+	// eventWait sums the waits before work resumes: from each event named
+	// From or Also to the next named Event (queued → scheduled, preempted
+	// → scheduled again).
+	eventWait
 	// eventCount is how many events named Event the span has, when it has
 	// an event named From (else the producer does not say).
 	eventCount
@@ -166,8 +170,8 @@ type wireKey struct {
 	// JSONField, when set, means the attribute holds a JSON object and the
 	// value is this member of it (Langfuse's usage_details).
 	JSONField string
-	// Event and From name span events for the event units.
-	Event, From string
+	// Event, From and Also name span events for the event units.
+	Event, From, Also string
 	// Complete: the event key holds only when the SDK dropped no events
 	// (OpenLLMetry keeps a span's last 128 chunk events: the first kept one
 	// is then not the first chunk).
@@ -286,11 +290,12 @@ var conventions = []fieldRule{
 	{Field: fieldQueueTime, Side: serverSide, Keys: []wireKey{
 		{Attr: "gen_ai.latency.time_in_queue", Unit: seconds},
 		{Attr: "queue_time", Unit: durationText}, // TGI
-		{Unit: eventGap, From: journeyQueued, Event: journeyScheduled},
+		// Journey events: waiting in the queue, and again after each
+		// preemption; prefill is then server TTFT − queue.
+		{Unit: eventWait, From: journeyQueued, Also: journeyPreempted, Event: journeyScheduled},
 	}},
 	{Field: fieldPrefillTime, Side: serverSide, Keys: []wireKey{
 		{Attr: "gen_ai.latency.time_in_model_prefill", Unit: seconds, NotFor: "sglang"},
-		{Unit: eventGap, From: journeyScheduled, Event: journeyFirstToken},
 	}},
 	{Field: fieldServerTTFT, Side: serverSide, Keys: []wireKey{
 		{Attr: "gen_ai.latency.time_to_first_token", Unit: seconds},
@@ -527,6 +532,25 @@ func (v *spanView) apply(call *telemetry.LLMCall, f field, k wireKey) bool {
 			return false
 		}
 		setDuration(call, f, v.events[j].time.Sub(v.events[i].time))
+		return true
+	case eventWait:
+		var wait time.Duration
+		found := false
+		for i, e := range v.events {
+			if e.name != k.From && e.name != k.Also {
+				continue
+			}
+			j := v.event(k.Event, i+1)
+			if j < 0 || v.events[j].time.Before(e.time) {
+				continue
+			}
+			wait += v.events[j].time.Sub(e.time)
+			found = true
+		}
+		if !found {
+			return false
+		}
+		setDuration(call, f, wait)
 		return true
 	case eventCount:
 		if v.event(k.From, 0) < 0 {
