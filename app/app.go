@@ -135,18 +135,19 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	pipe.Metrics.Registry.MustRegister(clickhouse.NewEngineCollector(a.CH, log), asm.Collector())
 	settings := &analysis.StoredSettings{PG: a.PG, Log: log}
 	deps := web.Deps{
-		Log:       log,
-		Stores:    map[string]web.Pinger{"postgres": a.PG, "clickhouse": a.CH},
-		Ingest:    pipe,
-		Assembly:  asm,
-		Metrics:   pipe.Metrics.Registry,
-		Queries:   a.Queries,
-		Keys:      a.Keys,
-		Events:    a.Ingest,
-		Settings:  settings,
-		Sessions:  a.PG,
-		PG:        a.PG,
-		PublicURL: public,
+		Log:        log,
+		Stores:     map[string]web.Pinger{"postgres": a.PG, "clickhouse": a.CH},
+		Ingest:     pipe,
+		Assembly:   asm,
+		Metrics:    pipe.Metrics.Registry,
+		Queries:    a.Queries,
+		Keys:       a.Keys,
+		Events:     a.Ingest,
+		Settings:   settings,
+		Sessions:   a.PG,
+		PG:         a.PG,
+		PublicURL:  public,
+		MetricsKey: cfg.MetricsKey,
 		// Settings page: retention, OTLP snippet, immediate key revocation
 		// and target reloads.
 		RetentionDays:  cfg.RetentionDays,

@@ -35,6 +35,7 @@ type Config struct {
 	LogLevel          string
 	Demo              bool
 	PublicURL         string
+	MetricsKey        string
 }
 
 // Setting documents one configuration knob.
@@ -129,6 +130,14 @@ var Settings = []Setting{
 		}},
 	{"TOKENPATH_PUBLIC_URL", "public-url", "", "external base URL used in share links and alerts (default http://localhost + HTTP port)",
 		str(func(c *Config) *string { return &c.PublicURL })},
+	{"TOKENPATH_METRICS_KEY", "metrics-key", "", "when set, /metrics answers only Authorization: Bearer <this value> (empty = open: counters, runtime figures, scrape targets by project, service and id, never a URL)",
+		func(c *Config, v string) error {
+			if v != "" && len(v) < 16 {
+				return errors.New("want at least 16 characters")
+			}
+			c.MetricsKey = v
+			return nil
+		}},
 }
 
 func atoi(v string, lo, hi int, dst *int) error {

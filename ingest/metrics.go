@@ -75,7 +75,7 @@ func NewMetrics() *Metrics {
 		WALSync: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tokenpath_ingest_wal_sync_seconds",
 			Help: "Time to write and fsync one group of exports to the write-ahead log (their acknowledgement waits for it).", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		ScrapeUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokenpath_scrape_up",
-			Help: "1 if the last scrape of the Prometheus target succeeded, 0 if it failed."}, []string{"target"}),
+			Help: "1 if the last scrape of the Prometheus target succeeded, 0 if it failed; target is the scrape_targets row id or static-N, never the URL."}, []string{"project", "service", "target"}),
 	}
 	m.Registry.MustRegister(m.Received, m.Accepted, m.Rejected, m.Requests, m.ExportLatency, m.Overloaded, m.QueueDepth, m.Written, m.WriteLatency, m.WALSync, m.ScrapeUp,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tokenpath/tokenpath/ingest/normalize"
 )
 
@@ -106,6 +108,15 @@ type scrapeJob struct {
 	ScrapeTarget
 	instance string
 	redacted string
+	// name identifies the target in self-metrics and logs without its URL,
+	// which may carry a password, a token in the query or an internal
+	// host: the table row's id, or static-N for the Nth static entry.
+	name string
+}
+
+// upLabels are the tokenpath_scrape_up labels of a job.
+func (j scrapeJob) upLabels() prometheus.Labels {
+	return prometheus.Labels{"project": strconv.FormatUint(uint64(j.ProjectID), 10), "service": j.Service, "target": j.name}
 }
 
 // NewScraper returns a scraper with the defaults filled in.
@@ -197,9 +208,9 @@ func (s *Scraper) sync(ctx context.Context) {
 		if j, ok := jobs[k]; !ok || !sameJob(j, l.target) {
 			l.cancel()
 			delete(s.loops, k)
+			s.Receiver.Pipeline.Metrics.ScrapeUp.Delete(l.target.upLabels())
 			if !ok {
 				delete(s.status, k)
-				s.Receiver.Pipeline.Metrics.ScrapeUp.DeleteLabelValues(l.target.redacted)
 			}
 		}
 	}
@@ -234,8 +245,9 @@ func (s *Scraper) sync(ctx context.Context) {
 func (s *Scraper) targets(ctx context.Context) (map[targetKey]scrapeJob, map[targetKey]*TargetStatus) {
 	jobs := map[targetKey]scrapeJob{}
 	invalid := map[targetKey]*TargetStatus{}
-	add := func(t ScrapeTarget) {
+	add := func(t ScrapeTarget, name string) {
 		j, err := newScrapeJob(t)
+		j.name = name
 		k := targetKey{t.ProjectID, j.redacted}
 		if err != nil {
 			invalid[k] = &TargetStatus{ProjectID: t.ProjectID, URL: j.redacted, Service: t.Service, LastError: err.Error()}
@@ -245,7 +257,7 @@ func (s *Scraper) targets(ctx context.Context) (map[targetKey]scrapeJob, map[tar
 	}
 	if len(s.Static) > 0 {
 		project, err := s.staticProject(ctx)
-		for _, entry := range s.Static {
+		for i, entry := range s.Static {
 			t := ParseStaticTarget(entry)
 			t.ProjectID = project
 			if err != nil {
@@ -253,7 +265,7 @@ func (s *Scraper) targets(ctx context.Context) (map[targetKey]scrapeJob, map[tar
 				invalid[targetKey{0, j.redacted}] = &TargetStatus{URL: j.redacted, Service: t.Service, LastError: err.Error()}
 				continue
 			}
-			add(t)
+			add(t, "static-"+strconv.Itoa(i))
 		}
 	}
 	if s.Store != nil {
@@ -273,7 +285,7 @@ func (s *Scraper) targets(ctx context.Context) (map[targetKey]scrapeJob, map[tar
 			s.mu.Unlock()
 		}
 		for _, t := range rows {
-			add(t)
+			add(t, strconv.FormatInt(t.ID, 10))
 		}
 	}
 	return jobs, invalid
@@ -387,18 +399,23 @@ func (s *Scraper) scrapeAndRecord(ctx context.Context, j scrapeJob) {
 	took := time.Since(start)
 	up := err == nil
 	var msg string
+	var detail error
 	if err != nil {
 		msg = err.Error()
+		var se scrapeError
+		if errors.As(err, &se) {
+			detail = se.detail
+		}
 	} else if err := s.Receiver.SubmitScrape(ctx, j.ProjectID, scraped); err != nil {
 		msg = fmt.Sprintf("scraped %d points but could not store them: %v", len(points), err)
 	} else {
 		s.Receiver.Pipeline.Metrics.Accepted.WithLabelValues("metrics", "scrape").Add(float64(len(points)))
 	}
 	if up {
-		s.Receiver.Pipeline.Metrics.ScrapeUp.WithLabelValues(j.redacted).Set(1)
+		s.Receiver.Pipeline.Metrics.ScrapeUp.With(j.upLabels()).Set(1)
 	} else {
-		s.Receiver.Pipeline.Metrics.ScrapeUp.WithLabelValues(j.redacted).Set(0)
-		s.Log.Debug("scrape failed", "target", j.redacted, "err", msg)
+		s.Receiver.Pipeline.Metrics.ScrapeUp.With(j.upLabels()).Set(0)
+		s.Log.Debug("scrape failed", "target", j.name, "service", j.Service, "err", msg, "detail", detail)
 	}
 	s.mu.Lock()
 	k := targetKey{j.ProjectID, j.redacted}
@@ -410,11 +427,24 @@ func (s *Scraper) scrapeAndRecord(ctx context.Context, j scrapeJob) {
 	if j.ID != 0 && s.Store != nil {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		if err := s.Store.RecordScrape(rctx, j.ID, start, up, msg); err != nil && ctx.Err() == nil {
-			s.Log.Warn("cannot record scrape outcome", "target", j.redacted, "err", err)
+			s.Log.Warn("cannot record scrape outcome", "target", j.name, "service", j.Service, "err", err)
 		}
 		cancel()
 	}
 }
+
+// scrapeError is a failed scrape as the settings page, the scrape_targets
+// row and logs above debug show it: a class of failure that echoes
+// neither the URL (a password or token in its query) nor the target's
+// reply, so a target cannot be used to read or map internal services
+// (TestScrapeErrorsEchoNoReply). detail, for the debug log, names the
+// cause without the URL.
+type scrapeError struct {
+	class  string
+	detail error
+}
+
+func (e scrapeError) Error() string { return e.class }
 
 // errBodyTooLarge is returned by cappedReader past its limit.
 var errBodyTooLarge = errors.New("response too large")
@@ -448,22 +478,28 @@ func (s *Scraper) scrape(ctx context.Context, j scrapeJob, start time.Time) (nor
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, j.URL, nil)
 	if err != nil {
-		return none, err
+		return none, scrapeError{"not a valid URL", nil}
 	}
 	req.Header.Set("Accept", scrapeAccept)
 	req.Header.Set("User-Agent", "tokenpath-scraper")
 	req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", strconv.FormatFloat(j.Timeout.Seconds(), 'f', -1, 64))
-	resp, err := s.Client.Do(req) // the error names the URL without its password
+	resp, err := s.Client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return none, fmt.Errorf("no answer within the %s scrape timeout", j.Timeout)
 		}
-		return none, err
+		// The client's error quotes the URL, query included; the detail
+		// keeps only the cause (dial, TLS) for the debug log.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return none, scrapeError{"cannot reach the target", err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
-		return none, fmt.Errorf("server returned HTTP %s", resp.Status)
+		return none, scrapeError{fmt.Sprintf("the target answered HTTP %dxx", resp.StatusCode/100), fmt.Errorf("HTTP %s", resp.Status)}
 	}
 	// The transport undoes gzip itself, so the cap holds after decompression.
 	body := &cappedReader{r: resp.Body, n: s.MaxBodyBytes}
@@ -475,7 +511,7 @@ func (s *Scraper) scrape(ctx context.Context, j scrapeJob, start time.Time) (nor
 		if errors.Is(err, context.DeadlineExceeded) {
 			return none, fmt.Errorf("no complete answer within the %s scrape timeout", j.Timeout)
 		}
-		return none, err
+		return none, scrapeError{"the answer is not a Prometheus text exposition", err}
 	}
 	for i := range e.Points {
 		e.Points[i].Labels = withTargetLabels(e.Points[i].Labels, j.Labels)

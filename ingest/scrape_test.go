@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -136,7 +137,8 @@ func TestScraper(t *testing.T) {
 
 	vllmURL, brokenURL := vllm.URL+"/metrics", broken.URL+"/metrics"
 	srv := apptest.Start(t, apptest.Options{Configure: func(c *config.Config) {
-		c.ScrapeTargets = []string{"vllm-llama=" + vllmURL, brokenURL, "file:///etc/passwd"}
+		c.ScrapeTargets = []string{"vllm-llama=" + vllmURL, brokenURL, "file:///etc/passwd",
+			"secret-exporter=http://scraper:pw@" + strings.TrimPrefix(broken.URL, "http://") + "/metrics?api_key=s3cr3t"}
 	}})
 	ctx := context.Background()
 
@@ -194,8 +196,8 @@ func TestScraper(t *testing.T) {
 	t.Run("failing target is down with the error", func(t *testing.T) {
 		waitFor(t, 20*time.Second, func() string {
 			st, ok := statusOf(srv.Scraper, brokenURL)
-			if !ok || st.LastScrape.IsZero() || st.Up || !strings.Contains(st.LastError, "500") {
-				return fmt.Sprintf("broken target status %+v (listed %v), want down with HTTP 500", st, ok)
+			if !ok || st.LastScrape.IsZero() || st.Up || st.LastError != "the target answered HTTP 5xx" {
+				return fmt.Sprintf("broken target status %+v (listed %v), want down with HTTP 5xx", st, ok)
 			}
 			return ""
 		})
@@ -209,12 +211,20 @@ func TestScraper(t *testing.T) {
 		}
 		page, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		// Targets are named by id and service, never by URL: /metrics
+		// may be open, and URLs carry passwords and tokens.
 		for _, line := range []string{
-			fmt.Sprintf("tokenpath_scrape_up{target=%q} 0", brokenURL),
-			fmt.Sprintf("tokenpath_scrape_up{target=%q} 1", vllmURL),
+			`service="vllm-llama",target="static-0"} 1`,
+			`service="127.0.0.1",target="static-1"} 0`,
+			`service="secret-exporter",target="static-3"} 0`,
 		} {
-			if !strings.Contains(string(page), line) {
+			if !regexp.MustCompile(`tokenpath_scrape_up\{project="\d+",` + regexp.QuoteMeta(line)).Match(page) {
 				t.Errorf("self metrics lack %q", line)
+			}
+		}
+		for _, leak := range []string{"s3cr3t", "scraper", vllmURL, brokenURL} {
+			if strings.Contains(string(page), leak) {
+				t.Errorf("self metrics show %q", leak)
 			}
 		}
 		// The scraped points are in metric_points: its parts are counted.
@@ -271,8 +281,8 @@ func TestScraper(t *testing.T) {
 
 		sglangDown.Store(true)
 		waitFor(t, 20*time.Second, func() string {
-			if r := readRow(); r.up || !strings.Contains(r.lastError, "503") {
-				return fmt.Sprintf("scrape_targets row %+v, want down with HTTP 503", r)
+			if r := readRow(); r.up || r.lastError != "the target answered HTTP 5xx" {
+				return fmt.Sprintf("scrape_targets row %+v, want down with HTTP 5xx", r)
 			}
 			return ""
 		})

@@ -1,12 +1,16 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -123,9 +127,9 @@ func TestScrapeRefuses(t *testing.T) {
 	tests := []struct{ path, err string }{
 		{"/big", "larger than 16384 bytes"},
 		{"/slow", "no answer within the 1s scrape timeout"},
-		{"/proto", "protobuf format is not supported"},
-		{"/garbage", "line 1"},
-		{"/missing", "HTTP 404"},
+		{"/proto", "not a Prometheus text exposition"},
+		{"/garbage", "not a Prometheus text exposition"},
+		{"/missing", "HTTP 4xx"},
 		{"/ok", ""},
 	}
 	for _, tt := range tests {
@@ -150,5 +154,72 @@ func TestScrapeRefuses(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, tt.err)
 			}
 		})
+	}
+}
+
+// A failed scrape shows a class of failure: neither the target's reply nor
+// its URL (password, token in the query) reaches the error, the debug log
+// or the self-metrics.
+func TestScrapeErrorsEchoNoReply(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/admin", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "<html>internal-admin-secret</html>\n")
+	})
+	mux.HandleFunc("/gone", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "secret-404", http.StatusNotFound) })
+	ts := httptest.NewServer(mux)
+	defer ts.Close()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr().String()
+	closed.Close()
+	p, err := NewPipeline(filepath.Join(t.TempDir(), "wal"), nil, PipelineConfig{}, QuietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	s := &Scraper{Receiver: &Receiver{Pipeline: p, Log: QuietLog}, Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	s.init()
+	host := strings.TrimPrefix(ts.URL, "http://")
+	for i, tt := range []struct{ url, class string }{
+		{"http://scraper:pw@" + host + "/admin?api_key=s3cr3t", "not a Prometheus text exposition"},
+		{"http://scraper:pw@" + host + "/gone?api_key=s3cr3t", "the target answered HTTP 4xx"},
+		{"http://scraper:pw@" + closedAddr + "/metrics?api_key=s3cr3t", "cannot reach the target"},
+	} {
+		j, err := newScrapeJob(ScrapeTarget{ProjectID: 3, URL: tt.url, Timeout: 2 * time.Second, Service: "vllm"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.name = "static-" + strconv.Itoa(i)
+		_, err = s.scrape(context.Background(), j, time.Now())
+		if err == nil || !strings.Contains(err.Error(), tt.class) {
+			t.Errorf("%s: %v, want %q", tt.url, err, tt.class)
+		}
+		s.scrapeAndRecord(context.Background(), j)
+		for _, leak := range []string{"s3cr3t", "scraper", "pw@", "internal-admin-secret", "secret-404"} {
+			if err != nil && strings.Contains(err.Error(), leak) {
+				t.Errorf("%s: the error %q shows %q", tt.url, err, leak)
+			}
+		}
+	}
+	var metrics strings.Builder
+	families, err := p.Metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		metrics.WriteString(f.String())
+	}
+	for _, leak := range []string{"s3cr3t", "scraper", "pw@", "internal-admin-secret", "secret-404", "/metrics", "/admin"} {
+		if strings.Contains(logs.String(), leak) {
+			t.Errorf("the log shows %q:\n%s", leak, logs.String())
+		}
+		if strings.Contains(metrics.String(), leak) {
+			t.Errorf("the self-metrics show %q", leak)
+		}
+	}
+	if !strings.Contains(metrics.String(), `name:"target" value:"static-2"`) || !strings.Contains(logs.String(), "target=static-2") {
+		t.Errorf("the failed targets are not named by id in the metrics and log:\n%s", logs.String())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tokenpath/tokenpath/app/apptest"
+	"github.com/tokenpath/tokenpath/config"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/telemetry"
 	"github.com/tokenpath/tokenpath/web"
@@ -123,6 +124,27 @@ func TestLoginRedirectStaysOnSite(t *testing.T) {
 		r := b.get("/login?next=" + url.QueryEscape(next))
 		if r.Code != http.StatusSeeOther || r.Header.Get("Location") != want {
 			t.Errorf("next=%q: %d to %q, want 303 to %q", next, r.Code, r.Header.Get("Location"), want)
+		}
+	}
+}
+
+// TOKENPATH_METRICS_KEY closes /metrics to requests without it.
+func TestMetricsKey(t *testing.T) {
+	const metricsKey = "metrics-key-0123456789"
+	srv := apptest.Start(t, apptest.Options{Configure: func(c *config.Config) { c.MetricsKey = metricsKey }})
+	for auth, want := range map[string]int{"": 401, "Bearer wrong-key-0123456789": 401, "Bearer " + apptest.Key: 401, "Bearer " + metricsKey: 200} {
+		req, _ := http.NewRequest("GET", "http://"+srv.HTTPAddr+"/metrics", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || want == 200 && !strings.Contains(string(body), "go_goroutines") {
+			t.Errorf("/metrics with Authorization %q: %d, want %d", auth, resp.StatusCode, want)
 		}
 	}
 }

@@ -5,10 +5,12 @@ package web
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -41,12 +43,15 @@ type Deps struct {
 	// (optional): pages show a notice when they are behind.
 	Assembly analysis.Progress
 	// Metrics is Tokenpath's own Prometheus registry, served at /metrics.
-	Metrics  *prometheus.Registry
-	Queries  Queries
-	Keys     Keys
-	Events   EventIntake
-	Settings Settings // optional: SLOs and price table
-	Sessions Sessions
+	Metrics *prometheus.Registry
+	// MetricsKey, when set, is the bearer token /metrics requires
+	// (TOKENPATH_METRICS_KEY).
+	MetricsKey string
+	Queries    Queries
+	Keys       Keys
+	Events     EventIntake
+	Settings   Settings // optional: SLOs and price table
+	Sessions   Sessions
 	// PG is the relational store; pages declare the small interfaces they
 	// use from it in their own files.
 	PG *postgres.Store
@@ -111,7 +116,7 @@ func New(d Deps) *echo.Echo {
 	s.apiShareRoutes(api)
 	e.HTTPErrorHandler = s.errorHandler
 	if d.Metrics != nil {
-		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Metrics, promhttp.HandlerOpts{})))
+		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Metrics, promhttp.HandlerOpts{})), metricsKey(d.MetricsKey))
 	}
 	return e
 }
@@ -178,4 +183,24 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		return
 	}
 	_ = c.JSON(code, apiError{Error: msg})
+}
+
+// metricsKey makes /metrics answer only "Authorization: Bearer <key>"
+// when a key is set; unset, /metrics is open, which is how Prometheus
+// scrapes by default: its labels name projects, services and target ids,
+// never URLs (TestMetricsExposeNoTargetURLs).
+func metricsKey(key string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if key == "" {
+				return next(c)
+			}
+			sent, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(sent), []byte(key)) != 1 {
+				c.Response().Header().Set("WWW-Authenticate", `Bearer realm="tokenpath metrics"`)
+				return echo.NewHTTPError(http.StatusUnauthorized, "/metrics needs Authorization: Bearer <TOKENPATH_METRICS_KEY>")
+			}
+			return next(c)
+		}
+	}
 }
