@@ -9,7 +9,6 @@ import (
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	grpcencoding "google.golang.org/grpc/encoding"
@@ -20,7 +19,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // RegisterGRPC adds the OTLP trace, metrics and logs services to s. The
@@ -174,22 +172,15 @@ func (r *Receiver) grpcProject(ctx context.Context, signal string) (uint32, erro
 	return 0, status.Error(codes.Unauthenticated, "the stream was not authenticated: build the server with GRPCServerOptions")
 }
 
-// grpcStatus maps pipeline errors: overload and storage trouble are
-// retryable for exporters, nothing else reaches here.
+// grpcStatus answers a failed export with the status refusalOf gives it,
+// counting and logging it like OTLP/HTTP does.
 func (r *Receiver) grpcStatus(signal string, err error) error {
-	if errors.Is(err, ErrOverloaded) {
-		r.Pipeline.Metrics.Requests.WithLabelValues(signal, "grpc", "overloaded").Inc()
-		// OTLP exporters retry RESOURCE_EXHAUSTED only when the status
-		// carries RetryInfo; without it they drop the data.
-		st, derr := status.New(codes.ResourceExhausted, err.Error()).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(overloadRetryDelay)})
-		if derr != nil {
-			return status.Error(codes.ResourceExhausted, err.Error())
-		}
-		return st.Err()
+	f := refusalOf(signal, "protobuf", err)
+	r.Pipeline.Metrics.Requests.WithLabelValues(signal, "grpc", f.Outcome()).Inc()
+	if f.Outcome() == "error" {
+		r.Log.Error("otlp export failed", "signal", signal, "err", err)
 	}
-	r.Pipeline.Metrics.Requests.WithLabelValues(signal, "grpc", "error").Inc()
-	r.Log.Error("otlp export failed", "signal", signal, "err", err)
-	return status.Errorf(codes.Unavailable, "could not store the export: %v", err)
+	return f.GRPCStatus()
 }
 
 // grpcExport authenticates, decodes and exports one request of a signal.
@@ -211,25 +202,16 @@ func grpcExport[Req any, PReq interface {
 	if !lazy {
 		req = PReq(new(Req))
 		if err := proto.Unmarshal(body, req); err != nil {
-			return nil, r.grpcMalformed(signal, err)
+			return nil, r.grpcStatus(signal, malformedError{err})
 		}
 	}
 	resp, err := export(ctx, p, req, body, "grpc")
 	if err != nil {
-		var bad malformedError
-		if errors.As(err, &bad) {
-			return nil, r.grpcMalformed(signal, bad.err)
-		}
 		return nil, r.grpcStatus(signal, err)
 	}
 	r.Pipeline.Metrics.Requests.WithLabelValues(signal, "grpc", "ok").Inc()
 	r.Pipeline.Metrics.observeAck(signal, "grpc", time.Since(t0))
 	return resp, nil
-}
-
-func (r *Receiver) grpcMalformed(signal string, err error) error {
-	r.Pipeline.Metrics.Requests.WithLabelValues(signal, "grpc", "invalid").Inc()
-	return status.Errorf(codes.InvalidArgument, "malformed OTLP %s protobuf: %v", signal, err)
 }
 
 func (r *Receiver) grpcExportTraces(ctx context.Context, body []byte) (any, error) {

@@ -53,6 +53,9 @@ const (
 	encJSON
 )
 
+// encodingName names an encoding in error messages.
+var encodingName = map[encoding]string{encProto: "protobuf", encJSON: "JSON"}
+
 // handle serves one signal. With lazyProto, a protobuf body is not decoded
 // here: export gets a nil message and decodes raw itself, returning a
 // malformedError when it cannot.
@@ -68,13 +71,13 @@ func (r *Receiver) handle(signal string, newReq func() proto.Message, lazyProto 
 		// not 415.
 		if req.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
-			r.fail(w, enc, signal, http.StatusMethodNotAllowed, "use POST")
+			r.fail(w, enc, signal, httpRefusal(http.StatusMethodNotAllowed, "use POST"))
 			return
 		}
 		switch mt {
 		case "application/x-protobuf", "application/protobuf", "application/json":
 		default:
-			r.fail(w, enc, signal, http.StatusUnsupportedMediaType, "unsupported Content-Type %q: send application/x-protobuf or application/json", mt)
+			r.fail(w, enc, signal, httpRefusal(http.StatusUnsupportedMediaType, "unsupported Content-Type %q: send application/x-protobuf or application/json", mt))
 			return
 		}
 		// OTLP/HTTP answers in the request's media type.
@@ -83,29 +86,23 @@ func (r *Receiver) handle(signal string, newReq func() proto.Message, lazyProto 
 		}
 		project, err := r.authenticate(req.Context(), req.Header.Get("Authorization"))
 		if err != nil {
-			code := http.StatusUnauthorized
-			if errors.Is(err, errAuthUnavailable) {
-				code = http.StatusServiceUnavailable
-				w.Header().Set("Retry-After", "5")
-			}
-			r.fail(w, enc, signal, code, "%s", err.Error())
+			r.fail(w, enc, signal, authRefusal(err))
 			return
 		}
 		if r.Pipeline.Saturated() {
-			w.Header().Set("Retry-After", strconv.Itoa(int(overloadRetryDelay/time.Second)))
-			r.fail(w, enc, signal, http.StatusTooManyRequests, "%s", ErrOverloaded.Error())
+			r.fail(w, enc, signal, refusalOf(signal, encodingName[enc], ErrOverloaded))
 			return
 		}
 		body, code, err := r.readBody(w, req)
 		if err != nil {
-			r.fail(w, enc, signal, code, "%s", err.Error())
+			r.fail(w, enc, signal, httpRefusal(code, "%s", err.Error()))
 			return
 		}
 		var msg proto.Message
 		if enc != encProto || !lazyProto {
 			msg = newReq()
 			if err := unmarshal(enc, body, msg); err != nil {
-				r.fail(w, enc, signal, http.StatusBadRequest, "malformed OTLP %s %s: %v", signal, map[encoding]string{encProto: "protobuf", encJSON: "JSON"}[enc], err)
+				r.fail(w, enc, signal, refusalOf(signal, encodingName[enc], malformedError{err}))
 				return
 			}
 		}
@@ -116,18 +113,11 @@ func (r *Receiver) handle(signal string, newReq func() proto.Message, lazyProto 
 		}
 		resp, err := export(req.Context(), project, msg, raw)
 		if err != nil {
-			var bad malformedError
-			switch {
-			case errors.As(err, &bad):
-				r.fail(w, enc, signal, http.StatusBadRequest, "malformed OTLP %s protobuf: %v", signal, bad.err)
-			case errors.Is(err, ErrOverloaded):
-				w.Header().Set("Retry-After", strconv.Itoa(int(overloadRetryDelay/time.Second)))
-				r.fail(w, enc, signal, http.StatusTooManyRequests, "%s", err.Error())
-			default:
+			f := refusalOf(signal, encodingName[enc], err)
+			if f.Outcome() == "error" {
 				r.Log.Error("otlp export failed", "signal", signal, "err", err)
-				w.Header().Set("Retry-After", "5")
-				r.fail(w, enc, signal, http.StatusServiceUnavailable, "could not store the export: %v", err)
 			}
+			r.fail(w, enc, signal, f)
 			return
 		}
 		r.Pipeline.Metrics.Requests.WithLabelValues(signal, "http", "ok").Inc()
@@ -261,31 +251,12 @@ func (r *Receiver) write(w http.ResponseWriter, enc encoding, code int, msg prot
 	_, _ = w.Write(out)
 }
 
-// fail answers with a google.rpc.Status body, as OTLP/HTTP specifies.
-func (r *Receiver) fail(w http.ResponseWriter, enc encoding, signal string, code int, format string, args ...any) {
-	outcome := "error"
-	switch code {
-	case http.StatusTooManyRequests:
-		outcome = "overloaded"
-	case http.StatusUnauthorized:
-		outcome = "unauthenticated"
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
-		outcome = "invalid"
+// fail answers a refused export with a google.rpc.Status body, as
+// OTLP/HTTP specifies, and a Retry-After when it is worth retrying.
+func (r *Receiver) fail(w http.ResponseWriter, enc encoding, signal string, f exportRefusal) {
+	if f.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(f.RetryAfter/time.Second)))
 	}
-	r.Pipeline.Metrics.Requests.WithLabelValues(signal, "http", outcome).Inc()
-	r.write(w, enc, code, &status.Status{Code: int32(httpToGRPCCode(code)), Message: fmt.Sprintf(format, args...)})
-}
-
-func httpToGRPCCode(code int) int {
-	switch code {
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
-		return 3 // InvalidArgument
-	case http.StatusUnauthorized:
-		return 16 // Unauthenticated
-	case http.StatusTooManyRequests:
-		return 8 // ResourceExhausted
-	case http.StatusServiceUnavailable:
-		return 14 // Unavailable
-	}
-	return 2 // Unknown
+	r.Pipeline.Metrics.Requests.WithLabelValues(signal, "http", f.Outcome()).Inc()
+	r.write(w, enc, f.HTTP, &status.Status{Code: int32(f.Code), Message: f.Message})
 }

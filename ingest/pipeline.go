@@ -292,7 +292,10 @@ func (p *Pipeline) Saturated() bool {
 }
 
 // Submit makes an export durable: after it returns nil the data survives a
-// crash and will reach ClickHouse exactly once (retries fold by key).
+// crash and will reach ClickHouse exactly once (retries fold by key). Its
+// steps: admit the rows under MaxPendingRows, prepare them (instances,
+// resources, the Native span block), append the export to the log, add the
+// rows to the log segment's pending rows, then seal or wake the flusher.
 func (p *Pipeline) Submit(ctx context.Context, rec Record, rows Rows) error {
 	n := rows.count()
 	if n == 0 {
@@ -305,77 +308,23 @@ func (p *Pipeline) Submit(ctx context.Context, rec Record, rows Rows) error {
 	if rec.Received.IsZero() {
 		rec.Received = time.Now()
 	}
-	// Note instances and encode the spans here, in the receiving goroutine:
-	// many exports do this in parallel, and the segment keeps only the
-	// result until the insert.
-	sightings := noteInstances(nil, rows.Spans, rows.Points)
-	resources := noteResources(nil, rows.Spans)
-	var block []byte
-	blockRows := 0
-	if p.stager != nil && len(rows.Spans) > 0 {
-		var err error
-		if a := rows.spanAttrs; a != nil {
-			block, err = clickhouse.EncodeSpansAttrs(rows.Spans, &clickhouse.SpanAttrs{Ends: a.Ends, Names: a.Names, Keys: a.Keys, Bounds: a.Bounds, Values: a.Values})
-			a.Release() // encoded: nothing refers to it any more
-		} else {
-			block, err = clickhouse.EncodeSpans(rows.Spans)
-		}
-		if err != nil {
-			return err
-		}
-		blockRows = len(rows.Spans)
-		rows.Spans, rows.spanAttrs = nil, nil
+	prep, err := p.prepare(rows)
+	if err != nil {
+		return err
 	}
-	blockBytes := len(block)
-	rows.materializeAttrs()
 	// Count before appending so the flusher never sees a segment whose rows
 	// are not registered yet.
 	p.nPend.Add(int64(n))
-	p.nPendBytes.Add(int64(blockBytes))
+	p.nPendBytes.Add(int64(len(prep.block)))
 	p.rot.RLock()
-	seq, err := p.wal.Append(ctx, rec)
+	seq, err := p.appendLog(ctx, rec)
 	if err != nil {
 		p.rot.RUnlock()
 		p.nPend.Add(-int64(n))
-		p.nPendBytes.Add(-int64(blockBytes))
-		if ctx.Err() == nil {
-			p.walFailure.Store(&err)
-		}
+		p.nPendBytes.Add(-int64(len(prep.block)))
 		return err
 	}
-	if p.walFailure.Load() != nil {
-		p.walFailure.Store(nil)
-	}
-	p.mu.Lock()
-	seg := p.pending[seq]
-	if seg == nil {
-		seg = &pendingSegment{}
-		p.pending[seq] = seg
-	}
-	seg.rows.add(rows)
-	seg.spanRows += blockRows
-	seg.spanBytes += blockBytes
-	full := seg.count() >= p.segmentRows() || seg.spanBytes >= p.cfg.InsertBytes
-	seg.sightings = mergeSightings(seg.sightings, sightings)
-	seg.resources = mergeResources(seg.resources, resources)
-	if blockRows > 0 && seg.stage == nil && !seg.fromLog {
-		st, err := p.stager.NewSpanStage()
-		if err != nil {
-			p.stagingFailed(seg, err)
-		}
-		seg.stage = st
-	}
-	stage := seg.stage
-	p.mu.Unlock()
-	// The write happens outside mu (exports stage in parallel) but inside
-	// rot, so the segment is not sealed with a block on its way.
-	if blockRows > 0 && stage != nil {
-		if err := stage.Append(block, blockRows); err != nil {
-			p.mu.Lock()
-			p.stagingFailed(seg, err)
-			p.mu.Unlock()
-		}
-	}
+	full := p.addToSegment(seq, prep)
 	p.rot.RUnlock()
 	if full {
 		p.seal(seq)
@@ -388,6 +337,98 @@ func (p *Pipeline) Submit(ctx context.Context, rec Record, rows Rows) error {
 		}
 	}
 	return nil
+}
+
+// preparedExport is an export's rows ready for their segment: what they
+// say about instances and resources, and their spans encoded as a Native
+// block when spans are staged (rows then holds no spans).
+type preparedExport struct {
+	rows      Rows
+	sightings map[instanceKey]time.Time
+	resources map[resourceKey]telemetry.Resource
+	block     []byte
+	blockRows int
+}
+
+// prepare notes instances and encodes the spans in the receiving
+// goroutine: many exports do this in parallel, and the segment keeps only
+// the result until the insert.
+func (p *Pipeline) prepare(rows Rows) (preparedExport, error) {
+	prep := preparedExport{
+		sightings: noteInstances(nil, rows.Spans, rows.Points),
+		resources: noteResources(nil, rows.Spans),
+	}
+	if p.stager != nil && len(rows.Spans) > 0 {
+		var err error
+		if a := rows.spanAttrs; a != nil {
+			prep.block, err = clickhouse.EncodeSpansAttrs(rows.Spans, &clickhouse.SpanAttrs{Ends: a.Ends, Names: a.Names, Keys: a.Keys, Bounds: a.Bounds, Values: a.Values})
+			a.Release() // encoded: nothing refers to it any more
+		} else {
+			prep.block, err = clickhouse.EncodeSpans(rows.Spans)
+		}
+		if err != nil {
+			return prep, err
+		}
+		prep.blockRows = len(rows.Spans)
+		rows.Spans, rows.spanAttrs = nil, nil
+	}
+	rows.materializeAttrs()
+	prep.rows = rows
+	return prep, nil
+}
+
+// appendLog writes the export to the write-ahead log (p.rot read-held)
+// and keeps Health in step: a failed append is the pipeline's health
+// unless the exporter gave up, a good one clears it.
+func (p *Pipeline) appendLog(ctx context.Context, rec Record) (uint64, error) {
+	seq, err := p.wal.Append(ctx, rec)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.walFailure.Store(&err)
+		}
+		return 0, err
+	}
+	if p.walFailure.Load() != nil {
+		p.walFailure.Store(nil)
+	}
+	return seq, nil
+}
+
+// addToSegment adds prepared rows to the pending rows of log segment seq
+// and stages their span block (p.rot read-held); it reports whether the
+// segment is full and should be sealed.
+func (p *Pipeline) addToSegment(seq uint64, prep preparedExport) bool {
+	p.mu.Lock()
+	seg := p.pending[seq]
+	if seg == nil {
+		seg = &pendingSegment{}
+		p.pending[seq] = seg
+	}
+	seg.rows.add(prep.rows)
+	seg.spanRows += prep.blockRows
+	seg.spanBytes += len(prep.block)
+	full := seg.count() >= p.segmentRows() || seg.spanBytes >= p.cfg.InsertBytes
+	seg.sightings = mergeSightings(seg.sightings, prep.sightings)
+	seg.resources = mergeResources(seg.resources, prep.resources)
+	if prep.blockRows > 0 && seg.stage == nil && !seg.fromLog {
+		st, err := p.stager.NewSpanStage()
+		if err != nil {
+			p.stagingFailed(seg, err)
+		}
+		seg.stage = st
+	}
+	stage := seg.stage
+	p.mu.Unlock()
+	// The write happens outside mu (exports stage in parallel) but inside
+	// rot, so the segment is not sealed with a block on its way.
+	if prep.blockRows > 0 && stage != nil {
+		if err := stage.Append(prep.block, prep.blockRows); err != nil {
+			p.mu.Lock()
+			p.stagingFailed(seg, err)
+			p.mu.Unlock()
+		}
+	}
+	return full
 }
 
 // stagingFailed switches seg to being written from the write-ahead log
