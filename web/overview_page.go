@@ -137,6 +137,7 @@ func (s *Server) overviewPage(c echo.Context) error {
 		v.VerdictNote += " Counts cover every request; percentiles come from 5-minute rollups (histograms of 5 %-wide buckets, within ±2.5 %)."
 	}
 	v.Chart = overviewChart(ov)
+	v.Episodes = s.episodes(ctx, project, "", rng.Range, now)
 	for _, m := range ov.Models {
 		mq := url.Values{}
 		for k, vs := range rangeQuery {

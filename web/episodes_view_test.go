@@ -1,0 +1,37 @@
+package web
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tokenpath/tokenpath/analysis/diagnose"
+	"github.com/tokenpath/tokenpath/store/postgres"
+)
+
+// Without an ongoing episode the lead line is the one that ended last,
+// named by its verdict or, before its diagnosis, by what departed; the
+// strip places every episode on the window.
+func TestEpisodesViewLeadsWithTheLastResolved(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 3, 0, 0, 0, time.UTC)
+	at := func(m int) *time.Time { v := t0.Add(time.Duration(m) * time.Minute); return &v }
+	eps := []postgres.Episode{
+		{Service: "vllm", Start: *at(10), End: at(28), Verdict: "queueing", Signals: "ttft"},
+		{Service: "chat", Start: *at(30), End: at(41), Signals: "errors"},
+	}
+	v := episodesView(eps, diagnose.Range{From: t0, To: *at(60)}, *at(60))
+	if len(v.Now) != 1 || v.Now[0].Text != "Errors up 03:30–03:41 (11 min), resolved 03:41" || v.Now[0].Ongoing {
+		t.Fatalf("lead = %+v, want chat's error episode, resolved", v.Now)
+	}
+	if len(v.Strips) != 2 || v.Strips[1].Service != "vllm" {
+		t.Fatalf("strips = %+v", v.Strips)
+	}
+	m := v.Strips[1].Episodes[0]
+	if m.X != 166 || m.Width != 300 || m.Verdict != "queueing" {
+		t.Errorf("vllm's mark at x=%d width=%d (%s), want 166, 300, queueing", m.X, m.Width, m.Verdict)
+	}
+	eps[0].End = nil
+	v = episodesView(eps, diagnose.Range{From: t0, To: *at(60)}, *at(60))
+	if len(v.Now) != 1 || v.Now[0].Text != "Queueing since 03:10, 50 min, ongoing" {
+		t.Errorf("with vllm's episode ongoing, lead = %+v", v.Now)
+	}
+}
