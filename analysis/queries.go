@@ -929,6 +929,9 @@ func (q *Queries) Services(ctx context.Context, project uint32, since time.Time)
 			s.LastSeen = t
 		}
 	}
+	if err := q.addMetricsServers(ctx, project, since, by); err != nil {
+		return nil, err
+	}
 	out := make([]ServiceInfo, 0, len(by))
 	for _, s := range by {
 		out = append(out, *s)
@@ -969,7 +972,7 @@ func (q *Queries) Diagnose(ctx context.Context, d DiagnoseRequest) (diagnose.Dia
 	if err != nil {
 		return diagnose.Diagnosis{}, err
 	}
-	return diagnose.Diagnose(in), nil
+	return q.withServerMetrics(ctx, d, in, diagnose.Diagnose(in))
 }
 
 // DiagnoseWithSlowest is Diagnose and the window's n slowest requests by
@@ -1001,6 +1004,9 @@ func (q *Queries) DiagnoseWithSlowest(ctx context.Context, d DiagnoseRequest, n 
 		return nil
 	})
 	if err := g.Wait(); err != nil {
+		return diagnose.Diagnosis{}, nil, err
+	}
+	if out, err = q.withServerMetrics(ctx, d, in, out); err != nil {
 		return diagnose.Diagnosis{}, nil, err
 	}
 	if in.WindowTotal == 0 { // the rows are the whole window

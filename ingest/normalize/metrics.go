@@ -3,11 +3,13 @@ package normalize
 import (
 	"fmt"
 	"math"
+	"net"
 	"time"
 
 	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 
 	"github.com/tokenpath/tokenpath/telemetry"
 )
@@ -90,7 +92,7 @@ func Metrics(projectID uint32, req *colmetricspb.ExportMetricsServiceRequest, no
 		b := pointBuilder{
 			projectID: projectID,
 			service:   serviceOf(rm.GetResource()),
-			instance:  instanceOf(rm.GetResource()),
+			instance:  metricsInstanceOf(rm.GetResource()),
 			now:       now,
 			lim:       lim,
 			out:       &res.Points,
@@ -105,6 +107,22 @@ func Metrics(projectID uint32, req *colmetricspb.ExportMetricsServiceRequest, no
 	}
 	res.Rejected, res.Errors = errs.rejected, errs.reasons
 	return res
+}
+
+// metricsInstanceOf names the replica a metrics resource describes: its
+// service.instance.id (host:port, as the Collector's Prometheus receiver
+// sets it), else server.address:server.port, else the pod or host.
+func metricsInstanceOf(r *resourcepb.Resource) string {
+	if s := stringAttr(r.GetAttributes(), "service.instance.id", maxNameBytes); s != "" {
+		return s
+	}
+	if a := stringAttr(r.GetAttributes(), "server.address", maxNameBytes); a != "" {
+		if p := stringAttr(r.GetAttributes(), "server.port", maxNameBytes); p != "" {
+			return net.JoinHostPort(a, p)
+		}
+		return a
+	}
+	return instanceOf(r)
 }
 
 // pointBuilder carries one resource's identity while its metrics are read.

@@ -1,0 +1,271 @@
+package analysis
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/tokenpath/tokenpath/analysis/diagnose"
+	"github.com/tokenpath/tokenpath/analysis/stats"
+)
+
+// serverHistogramNames are the histograms a metrics-only diagnosis reads.
+var serverHistogramNames = func() []string {
+	out := make([]string, 0, len(diagnose.ServerHistogramNames))
+	for n := range diagnose.ServerHistogramNames {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}()
+
+// serverCounterNames are the counters (and SGLang's hit-rate gauge) that
+// corroborate a metrics-only verdict.
+var serverCounterNames = []string{diagnose.MetricPreemptions, diagnose.MetricPrefixCacheHits,
+	diagnose.MetricPrefixCacheQueries, diagnose.MetricPrefixCacheHitRate}
+
+// endpointSpans bounds the client spans read for their server.address:
+// the endpoints a service calls are few and show up in any few thousand.
+const endpointSpans = 5000
+
+// withServerMetrics rereads a diagnosis from the inference servers' own
+// metrics when its calls carry no server split: the service itself when
+// it exports histograms (a server known by its metrics), else the servers
+// its calls reached, tied by the client spans' server.address:server.port
+// to the metrics' instance (service.instance.id as the Collector's
+// Prometheus receiver sets it, or the scrape target's host:port).
+func (q *Queries) withServerMetrics(ctx context.Context, d DiagnoseRequest, in diagnose.Input, out diagnose.Diagnosis) (diagnose.Diagnosis, error) {
+	for i := range in.Requests {
+		if r := &in.Requests[i]; r.Queue != nil || r.Prefill != nil || r.ServerService != "" {
+			return out, nil // server spans give the split
+		}
+	}
+	if d.Service == "" {
+		return out, nil
+	}
+	baseline := d.Baseline
+	if baseline.IsZero() {
+		baseline = diagnose.DefaultBaseline(d.Window)
+	}
+	span := diagnose.Range{From: minTime(d.Window.From, baseline.From), To: maxTime(d.Window.To, baseline.To)}
+	sm, err := q.ServerMetrics(ctx, d.Project, d.Service, d.Window, baseline, span)
+	if err != nil || len(sm.Histograms) == 0 {
+		return out, err
+	}
+	return diagnose.ApplyServerMetrics(out, in, sm), nil
+}
+
+// ServerMetrics loads the figures of the inference servers behind service
+// (itself, or those its calls in window reached) over window and baseline.
+func (q *Queries) ServerMetrics(ctx context.Context, project uint32, service string, window, baseline, span diagnose.Range) (diagnose.ServerMetrics, error) {
+	var sm diagnose.ServerMetrics
+	series, err := q.histogramSeries(ctx, project, span)
+	if err != nil {
+		return sm, err
+	}
+	if _, own := series[service]; own {
+		sm.Servers = []string{service}
+	} else if len(series) > 0 {
+		endpoints, err := q.serverEndpoints(ctx, project, service, window)
+		if err != nil {
+			return sm, err
+		}
+		for srv, instances := range series {
+			for _, e := range endpoints {
+				if matchEndpoint(e, instances) && !slices.Contains(sm.Servers, srv) {
+					sm.Servers = append(sm.Servers, srv)
+					sm.Endpoints = append(sm.Endpoints, e)
+				}
+			}
+		}
+		slices.Sort(sm.Servers)
+		slices.Sort(sm.Endpoints)
+		sm.Endpoints = slices.Compact(sm.Endpoints)
+	}
+	if len(sm.Servers) == 0 {
+		return sm, nil
+	}
+	width := diagnose.Buckets(window)
+	if sm.Histograms, err = q.serverHistograms(ctx, project, sm.Servers, width, span); err != nil {
+		return sm, err
+	}
+	gauges, err := q.metrics(ctx, project, sm.Servers, width, window, baseline)
+	if err != nil {
+		return sm, err
+	}
+	for _, g := range gauges {
+		sm.Gauges = append(sm.Gauges, g...)
+	}
+	sm.Window, sm.Baseline, err = q.serverCounters(ctx, project, sm.Servers, window, baseline)
+	return sm, err
+}
+
+// histogramSeries lists the services with server histograms over r and
+// their instances.
+func (q *Queries) histogramSeries(ctx context.Context, project uint32, r diagnose.Range) (map[string][]string, error) {
+	res, err := q.CH.Query(ctx, "SELECT service, groupUniqArray(1000)(instance) AS instances FROM histogram_points WHERE project_id = ? AND time >= ? AND time < ? AND name IN ? GROUP BY service",
+		project, r.From, r.To, serverHistogramNames)
+	if err != nil {
+		return nil, fmt.Errorf("server histograms: %w", err)
+	}
+	out := map[string][]string{}
+	for i := range res.Len() {
+		row := res.Row(i)
+		out[row.String("service")] = row.Strings("instances")
+	}
+	return out, nil
+}
+
+// serverEndpoints are the server.address:server.port (or the address
+// alone) of service's LLM client calls in r, most called first.
+func (q *Queries) serverEndpoints(ctx context.Context, project uint32, service string, r diagnose.Range) ([]string, error) {
+	res, err := q.CH.Query(ctx, fmt.Sprintf(`SELECT a, p, count() AS n FROM (
+		SELECT attributes['server.address'] AS a, attributes['server.port'] AS p FROM spans
+		WHERE project_id = ? AND service = ? AND start >= ? AND start < ? AND llm_role = 'client' LIMIT %d)
+		WHERE a != '' GROUP BY a, p ORDER BY n DESC, a, p LIMIT 50`, endpointSpans), project, service, r.From, r.To)
+	if err != nil {
+		return nil, fmt.Errorf("called endpoints: %w", err)
+	}
+	out := make([]string, 0, res.Len())
+	for i := range res.Len() {
+		row := res.Row(i)
+		if p := row.String("p"); p != "" {
+			out = append(out, net.JoinHostPort(row.String("a"), p))
+		} else {
+			out = append(out, row.String("a"))
+		}
+	}
+	return out, nil
+}
+
+// matchEndpoint reports whether a called endpoint (host:port, or a host)
+// is one of a server's metric instances (host:port).
+func matchEndpoint(endpoint string, instances []string) bool {
+	for _, inst := range instances {
+		if inst == endpoint {
+			return true
+		}
+		if host, _, err := net.SplitHostPort(inst); err == nil && host == endpoint {
+			return true
+		}
+	}
+	return false
+}
+
+// serverHistograms sums the servers' histogram intervals per chart bucket
+// and name (and bucket layout) over r.
+func (q *Queries) serverHistograms(ctx context.Context, project uint32, servers []string, width time.Duration, r diagnose.Range) ([]diagnose.HistogramBucket, error) {
+	res, err := q.CH.Query(ctx, `SELECT toStartOfInterval(time, toIntervalSecond(?)) AS b, name, bounds,
+		arrayMap(x -> toFloat64(x), sumForEach(counts)) AS c
+		FROM histogram_points FINAL WHERE project_id = ? AND service IN ? AND name IN ? AND time >= ? AND time < ?
+		GROUP BY b, name, bounds ORDER BY b, name`,
+		max(int64(width/time.Second), 1), project, servers, serverHistogramNames, r.From, r.To)
+	if err != nil {
+		return nil, fmt.Errorf("load server histograms: %w", err)
+	}
+	out := make([]diagnose.HistogramBucket, 0, res.Len())
+	for i := range res.Len() {
+		row := res.Row(i)
+		out = append(out, diagnose.HistogramBucket{Start: row.Time("b"), Name: row.String("name"),
+			Buckets: stats.Buckets{Bounds: row.Floats("bounds"), Counts: row.Floats("c")}})
+	}
+	return out, nil
+}
+
+// serverCounters reads how much the servers' counters grew in each range
+// (a fall is a restart: the new value is all growth) and the hit-rate
+// gauge's mean.
+func (q *Queries) serverCounters(ctx context.Context, project uint32, servers []string, window, baseline diagnose.Range) (w, b diagnose.CounterFigures, err error) {
+	from, to := minTime(window.From, baseline.From), maxTime(window.To, baseline.To)
+	res, err := q.CH.Query(ctx, `SELECT name, service, instance, toString(cityHash64(toString(labels))) AS series, time, value FROM metric_points
+		WHERE project_id = ? AND service IN ? AND name IN ? AND time >= ? AND time < ? AND isFinite(value) ORDER BY name, service, instance, series, time`,
+		project, servers, serverCounterNames, from, to)
+	if err != nil {
+		return w, b, fmt.Errorf("load server counters: %w", err)
+	}
+	type acc struct{ sum, n float64 }
+	grew := map[[2]string]*acc{} // (name, range) → increase or gauge sum
+	var prevKey string
+	var prev float64
+	for i := range res.Len() {
+		row := res.Row(i)
+		name, t, v := row.String("name"), row.Time("time"), row.Float("value")
+		side := ""
+		switch {
+		case window.Contains(t):
+			side = "w"
+		case baseline.Contains(t):
+			side = "b"
+		}
+		key := name + "\x00" + row.String("service") + "\x00" + row.String("instance") + "\x00" + row.String("series")
+		a := grew[[2]string{name, side}]
+		if a == nil {
+			a = &acc{}
+			grew[[2]string{name, side}] = a
+		}
+		if name == diagnose.MetricPrefixCacheHitRate {
+			a.sum, a.n = a.sum+v, a.n+1
+		} else if key == prevKey && side != "" {
+			if v >= prev {
+				a.sum += v - prev
+			} else {
+				a.sum += v // reset
+			}
+			a.n++
+		}
+		prevKey, prev = key, v
+	}
+	figures := func(side string) diagnose.CounterFigures {
+		var c diagnose.CounterFigures
+		get := func(name string) *float64 {
+			if a := grew[[2]string{name, side}]; a != nil && a.n > 0 {
+				v := a.sum
+				if name == diagnose.MetricPrefixCacheHitRate {
+					v /= a.n
+				}
+				return &v
+			}
+			return nil
+		}
+		c.Preemptions, c.PrefixHits, c.PrefixQueries, c.HitRateMean = get(diagnose.MetricPreemptions),
+			get(diagnose.MetricPrefixCacheHits), get(diagnose.MetricPrefixCacheQueries), get(diagnose.MetricPrefixCacheHitRate)
+		return c
+	}
+	return figures("w"), figures("b"), nil
+}
+
+// addMetricsServers lists, beside the services seen in requests, the
+// inference servers known only by their metrics (scraped or relayed):
+// their gauges' 5-minute peaks and their histograms.
+func (q *Queries) addMetricsServers(ctx context.Context, project uint32, since time.Time, by map[string]*ServiceInfo) error {
+	gauges := []string{diagnose.MetricKVCacheUsage, diagnose.MetricRequestsWaiting, diagnose.MetricRequestsRunning}
+	r, err := q.CH.Query(ctx, `
+		SELECT service, [] AS models, groupUniqArray(100)(instance) AS instances, CAST(max(last_time) AS DateTime64(9, 'UTC')) AS last_seen
+		FROM metric_peaks_5m WHERE project_id = ? AND bucket >= toStartOfFiveMinutes(?) AND name IN ? GROUP BY service
+		UNION ALL
+		SELECT service, [] AS models, groupUniqArray(100)(instance) AS instances, max(time) AS last_seen
+		FROM histogram_points WHERE project_id = ? AND time >= ? AND name IN ? GROUP BY service`,
+		project, since, gauges, project, since, serverHistogramNames)
+	if err != nil {
+		return fmt.Errorf("list metrics servers: %w", err)
+	}
+	for i := range r.Len() {
+		w := r.Row(i)
+		name := w.String("service")
+		s := by[name]
+		if s == nil {
+			s = &ServiceInfo{Service: name, Role: "server"}
+			by[name] = s
+		} else if s.Role == "client" {
+			s.Role = "both"
+		}
+		s.Models = mergeSorted(s.Models, w.Strings("models"))
+		s.Instances = mergeSorted(s.Instances, w.Strings("instances"))
+		if t := w.Time("last_seen"); t.After(s.LastSeen) {
+			s.LastSeen = t
+		}
+	}
+	return nil
+}
