@@ -45,7 +45,10 @@ func (q *Queries) withServerMetrics(ctx context.Context, d DiagnoseRequest, in d
 	if d.Service == "" {
 		return out, nil
 	}
-	baseline := d.Baseline
+	baseline := out.Baseline // the one the diagnosis chose
+	if baseline.IsZero() {
+		baseline = d.Baseline
+	}
 	if baseline.IsZero() {
 		baseline = diagnose.DefaultBaseline(d.Window)
 	}

@@ -238,6 +238,9 @@ func ApplyServerMetrics(d Diagnosis, in Input, sm ServerMetrics) Diagnosis {
 	if len(sm.Histograms) == 0 || hasServerSplit(in) {
 		return d
 	}
+	if !d.Baseline.IsZero() {
+		in.Baseline = d.Baseline // the baseline the diagnosis chose
+	}
 	if in.Baseline.IsZero() {
 		in.Baseline = DefaultBaseline(in.Window)
 	}
