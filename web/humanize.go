@@ -21,14 +21,6 @@ import (
 // noValue stands for a figure the data cannot state.
 const noValue = "—"
 
-// humanMs formats a latency: "—" when unknown, "12 ms", "1.9 s".
-func humanMs(ms *float64) string {
-	if ms == nil || math.IsNaN(*ms) {
-		return noValue
-	}
-	return diagnose.FormatMs(*ms)
-}
-
 // humanInt groups digits with narrow no-break spaces: 12 345 678 (one
 // implementation, shared with the views).
 func humanInt(n int64) string { return views.HumanInt(int(n)) }

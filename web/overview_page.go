@@ -122,7 +122,7 @@ func (s *Server) overviewPage(c echo.Context) error {
 	v.KPIs = []views.KPI{
 		{Label: "LLM requests", Value: humanInt(int64(total)), Sub: humanRate(float64(total)/secs) + " on average"},
 		{Label: "Services", Value: strconv.Itoa(len(ov.Services)), Sub: countNoun(len(ov.Models), "model")},
-		{Label: "Slowest TTFT p95", Value: humanMs(worst), Sub: worstName},
+		{Label: "Slowest TTFT p95", Value: views.HumanMsPtr(worst), Sub: worstName},
 		sloKPI(len(slos), violated),
 	}
 	v.VerdictNote = "Verdicts diagnose a sample of each service's requests against the 3× longer window before; open a service for the full diagnosis."
@@ -145,7 +145,7 @@ func (s *Server) overviewPage(c echo.Context) error {
 		}
 		mq.Set("model", m.Model)
 		v.Models = append(v.Models, views.ModelRow{Model: orNone(m.Model), Provider: orNone(m.Provider), Requests: humanInt(int64(m.Requests)),
-			TTFTP50: humanMs(m.TTFT.P50), TTFTP95: humanMs(m.TTFT.P95), ITLP50: humanMs(m.ITLP50),
+			TTFTP50: views.HumanMsPtr(m.TTFT.P50), TTFTP95: views.HumanMsPtr(m.TTFT.P95), ITLP50: views.HumanMsPtr(m.ITLP50),
 			InputP50: humanTokensF(m.InputTokensP50), OutputP50: humanTokensF(m.OutputTokensP50), Errors: humanPct(m.ErrorRate),
 			RequestsHref: "/requests?" + mq.Encode()})
 	}
@@ -239,8 +239,8 @@ func serviceRow(so analysis.ServiceOverview, rangeQuery url.Values, slos []postg
 		Name: so.Service, Role: roleLabel(so.Role), Models: strings.Join(so.Models, ", "),
 		DiagnoseHref: "/diagnose?" + q.Encode(), RequestsHref: "/requests?" + q.Encode(),
 		Requests: countNoun(so.Requests, "request"), Rate: humanRate(so.RatePerSec),
-		TTFTP50: humanMs(so.TTFT.P50), TTFTP95: humanMs(so.TTFT.P95), TTFTP99: humanMs(so.TTFT.P99),
-		ITLP50: humanMs(so.ITLP50), Errors: humanPct(so.ErrorRate), ErrorsHigh: so.ErrorRate >= 0.05,
+		TTFTP50: views.HumanMsPtr(so.TTFT.P50), TTFTP95: views.HumanMsPtr(so.TTFT.P95), TTFTP99: views.HumanMsPtr(so.TTFT.P99),
+		ITLP50: views.HumanMsPtr(so.ITLP50), Errors: humanPct(so.ErrorRate), ErrorsHigh: so.ErrorRate >= 0.05,
 		SLO:   serviceSLOCell(so.Service, slos, statuses),
 		Trend: sparkline(so.Trend, "TTFT p95"),
 	}
@@ -411,7 +411,7 @@ func overviewChart(ov analysis.Overview) *views.Chart {
 	for i, t := range ov.Buckets {
 		row := []string{t.UTC().Format(dayMinute + ":05")}
 		for _, s := range services {
-			row = append(row, humanMs(s.Trend[i]))
+			row = append(row, views.HumanMsPtr(s.Trend[i]))
 		}
 		rows[i] = row
 	}

@@ -323,8 +323,8 @@ func requestRow(q *telemetry.LLMRequest, now time.Time) views.RequestRow {
 		TimeFull: q.Start.UTC().Format("2006-01-02 15:04:05.000 UTC"),
 		Service:  q.Service, Model: shortModel(orNone(q.Model)), ModelFull: orNone(q.Model),
 		Instance: clipMiddle(q.Instance, instanceChars), InstanceFull: q.Instance,
-		PreInference: humanMs(q.PreInference), Queue: humanMs(q.Queue), Prefill: humanMs(q.Prefill), Network: humanMs(q.Network),
-		Decode: humanMs(q.Decode), TTFT: humanMs(q.TTFT), E2E: humanMs(q.E2E), ITL: humanMs(q.ITL),
+		PreInference: views.HumanMsPtr(q.PreInference), Queue: views.HumanMsPtr(q.Queue), Prefill: views.HumanMsPtr(q.Prefill), Network: views.HumanMsPtr(q.Network),
+		Decode: views.HumanMsPtr(q.Decode), TTFT: views.HumanMsPtr(q.TTFT), E2E: views.HumanMsPtr(q.E2E), ITL: views.HumanMsPtr(q.ITL),
 		InputTokens: humanTokens(q.InputTokens), OutputTokens: humanTokens(q.OutputTokens),
 		ColdStart: q.ColdStart, Error: q.Error, Bundled: bundled(q),
 	}
@@ -737,7 +737,7 @@ func callView(r *telemetry.LLMRequest, i int, now time.Time) views.LLMCallView {
 		{Label: "Provider", Value: orNone(r.Provider)},
 		{Label: "Instance", Value: orNone(r.Instance)},
 		{Label: "Tokens in / out", Value: humanTokens(r.InputTokens) + " / " + humanTokens(r.OutputTokens)},
-		{Label: "ITL", Value: humanMs(r.ITL)},
+		{Label: "ITL", Value: views.HumanMsPtr(r.ITL)},
 	}
 	share := func(p *float64) string {
 		if p == nil || r.E2E == nil || *r.E2E <= 0 {
@@ -746,11 +746,11 @@ func callView(r *telemetry.LLMRequest, i int, now time.Time) views.LLMCallView {
 		return humanPct(*p / *r.E2E)
 	}
 	add := func(name, class string, p *float64, note string) {
-		v.Components = append(v.Components, views.ComponentFigure{Name: name, Class: class, Value: humanMs(p), Share: share(p), Note: note})
+		v.Components = append(v.Components, views.ComponentFigure{Name: name, Class: class, Value: views.HumanMsPtr(p), Share: share(p), Note: note})
 	}
 	// Pre-inference happens before the call starts, so it has no share of
 	// the call's E2E.
-	v.Components = append(v.Components, views.ComponentFigure{Name: "Pre-inference", Class: "seg-pre", Value: humanMs(r.PreInference),
+	v.Components = append(v.Components, views.ComponentFigure{Name: "Pre-inference", Class: "seg-pre", Value: views.HumanMsPtr(r.PreInference),
 		Share: noValue, Note: "app work before the call (retrieval, tools); not part of E2E"})
 	if r.ColdStartWait != nil {
 		add("Cold-start wait", "seg-cold", r.ColdStartWait, "held until a new instance was ready")

@@ -8,9 +8,11 @@ import (
 	"time"
 )
 
-// fmtMs formats milliseconds the way people read latency: "12 ms", "3.4 ms",
-// "1.9 s", "12.5 s".
-func fmtMs(ms float64) string {
+// FormatMs is the one latency formatter: milliseconds the way people read
+// them, "3.4 ms", "12 ms", "1.9 s", "12.5 s"; "n/a" for NaN. Evidence,
+// pages (views.HumanMs, which prints unknown as "—"), alerts, share
+// snapshots and the CLI all print latency through it.
+func FormatMs(ms float64) string {
 	switch {
 	case math.IsNaN(ms):
 		return "n/a"
@@ -24,6 +26,9 @@ func fmtMs(ms float64) string {
 		return strconv.FormatFloat(ms/1000, 'f', 1, 64) + " s"
 	}
 }
+
+// fmtMs is FormatMs under the short name the evidence sentences use.
+var fmtMs = FormatMs
 
 // fmtDelta formats a signed change in milliseconds: "+1.9 s", "−40 ms".
 func fmtDelta(ms float64) string {

@@ -3,10 +3,6 @@ package diagnose
 // Exported formatters, so pages and alert messages print figures exactly
 // as the evidence sentences do.
 
-// FormatMs formats milliseconds as people read latency: "3.4 ms", "12 ms",
-// "1.9 s"; "n/a" for NaN.
-func FormatMs(ms float64) string { return fmtMs(ms) }
-
 // FormatPct formats a 0..1 share as "87 %".
 func FormatPct(x float64) string { return fmtPct(x) }
 
