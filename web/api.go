@@ -121,6 +121,11 @@ func window(c echo.Context, fromKey, toKey string, now time.Time) (diagnose.Rang
 	default:
 		r.From = r.To.Add(-15 * time.Minute)
 	}
+	// The engine's DateTime64(9) ends in 2262; no telemetry comes from
+	// before 1970 or more than a day ahead of this clock.
+	if earliest, latest := time.Unix(0, 0).UTC(), now.Add(24*time.Hour); r.From.Before(earliest) || r.To.After(latest) {
+		return r, badRequest("the window must lie between %s and %s (a day past now)", earliest.Format(time.RFC3339), latest.UTC().Format(time.RFC3339))
+	}
 	if !r.From.Before(r.To) {
 		return r, badRequest("%s must be before %s", fromKey, toKey)
 	}
@@ -134,7 +139,8 @@ func window(c echo.Context, fromKey, toKey string, now time.Time) (diagnose.Rang
 func parseLast(v string) (time.Duration, error) {
 	if strings.HasSuffix(v, "d") {
 		n, err := strconv.Atoi(strings.TrimSuffix(v, "d"))
-		if err == nil && n > 0 {
+		// Bounded before multiplying: 10^6 days overflow a Duration.
+		if err == nil && n > 0 && n <= 36500 {
 			return time.Duration(n) * 24 * time.Hour, nil
 		}
 	}
@@ -464,18 +470,24 @@ func readLimited(r *http.Request, limit int64) ([]byte, error) {
 // errBodyTooLarge is readLimited's error for a body over its limit.
 var errBodyTooLarge = errors.New("body too large")
 
-// internal logs the chain and shows the user a clear sentence.
-func (s *Server) internal(err error) error {
-	s.deps.Log.Error("request failed", "err", err)
-	if errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "TIMEOUT_EXCEEDED") {
-		return echo.NewHTTPError(http.StatusServiceUnavailable, "the query took too long; try a shorter window")
+// internal marks a store failure: errorHandler logs its chain with the
+// request id and shows the user a sentence and that id, never the store's
+// text, which quotes SQL (TestStoreErrorsStayInTheLog).
+func (s *Server) internal(err error) error { return storeFailure{err} }
+
+// storeFailure is an event-store error on its way to errorHandler.
+type storeFailure struct{ err error }
+
+func (f storeFailure) Error() string { return f.err.Error() }
+func (f storeFailure) Unwrap() error { return f.err }
+
+// answer is the status and sentence a store failure shows, quoting id.
+func (f storeFailure) answer(id string) (int, string) {
+	if errors.Is(f.err, context.DeadlineExceeded) || strings.Contains(f.err.Error(), "TIMEOUT_EXCEEDED") {
+		return http.StatusServiceUnavailable, "the query took too long; try a shorter window"
 	}
-	return echo.NewHTTPError(http.StatusServiceUnavailable, "the event store could not answer: "+firstLine(err.Error()))
+	return http.StatusServiceUnavailable, "the event store could not answer; try again shortly (request id " + id + " in the server log)"
 }
 
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
+// requestID is the id middleware.RequestID gave this request.
+func requestID(c echo.Context) string { return c.Response().Header().Get(echo.HeaderXRequestID) }

@@ -86,8 +86,8 @@ func (s *Server) diagnoseResults(c echo.Context) error {
 		if ctx.Err() != nil {
 			return nil // the browser went away
 		}
-		s.deps.Log.Error("diagnose page", "err", err)
-		v.Error = "The diagnosis could not run: " + firstLine(err.Error()) + ". Reload the page to try again."
+		s.deps.Log.Error("diagnose page", "err", err, "request_id", requestID(c))
+		v.Error = "The diagnosis could not run (request id " + requestID(c) + " in the server log). Reload the page to try again."
 	} else {
 		v = diagnoseView(data, true)
 	}

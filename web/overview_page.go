@@ -188,8 +188,8 @@ func (s *Server) verdictPart(c echo.Context, q overviewQueries, project uint32, 
 		if ctx.Err() != nil {
 			return nil // the browser went away
 		}
-		s.deps.Log.Error("overview verdict", "service", service, "err", err)
-		row.VerdictTitle = "The diagnosis could not run: " + firstLine(err.Error())
+		s.deps.Log.Error("overview verdict", "service", service, "err", err, "request_id", requestID(c))
+		row.VerdictTitle = "The diagnosis could not run (request id " + requestID(c) + " in the server log)"
 	} else {
 		row.Verdict, row.VerdictTitle = string(verdict.Verdict), verdict.Summary
 	}

@@ -146,8 +146,10 @@ func (s *Server) readyz(c echo.Context) error {
 	checks := map[string]string{}
 	for name, p := range s.deps.Stores {
 		if err := p.Ping(ctx); err != nil {
+			// The store's error names hosts and ports; /readyz is open.
+			s.deps.Log.Error("readiness check", "store", name, "err", err)
 			status = http.StatusServiceUnavailable
-			checks[name] = err.Error()
+			checks[name] = "not answering (the server log has the error)"
 			continue
 		}
 		checks[name] = "ok"
@@ -167,13 +169,18 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	code, msg := http.StatusInternalServerError, "internal error"
+	code, msg := http.StatusInternalServerError, "internal error (request id "+requestID(c)+" in the server log)"
 	var he *echo.HTTPError
-	if errors.As(err, &he) {
+	var store storeFailure
+	switch {
+	case errors.As(err, &he):
 		code = he.Code
 		msg = fmt.Sprint(he.Message)
-	} else {
-		s.deps.Log.Error("unhandled error", "err", err, "path", c.Path())
+	case errors.As(err, &store):
+		s.deps.Log.Error("request failed", "err", err, "path", c.Path(), "request_id", requestID(c))
+		code, msg = store.answer(requestID(c))
+	default:
+		s.deps.Log.Error("unhandled error", "err", err, "path", c.Path(), "request_id", requestID(c))
 	}
 	if code == http.StatusNotFound && msg == "Not Found" {
 		msg = "There is nothing at " + c.Request().URL.Path + "."
