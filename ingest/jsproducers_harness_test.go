@@ -64,6 +64,7 @@ type jsProvenance struct {
 	Calls          []jsCall          `json:"calls"`
 	Encoding       string            `json:"encoding,omitempty"`
 	Timing         jsTiming          `json:"timing"`
+	FakePort       int               `json:"fake_port"`
 	Recorder       string            `json:"recorded_by,omitempty"`
 }
 
@@ -427,4 +428,31 @@ func apiRequests(t *testing.T, srv *apptest.Server, service string, from, to tim
 	}
 	sort.SliceStable(body.Requests, func(i, j int) bool { return start(i).Before(start(j)) })
 	return body.Requests
+}
+
+// withSpanFacts adds to a request row what the stored span of its call
+// keeps for joining and for saying where TTFT came from: span.response_id,
+// span.server (address:port) and span.ttft_source.
+func withSpanFacts(t *testing.T, srv *apptest.Server, row map[string]any) map[string]any {
+	t.Helper()
+	r, err := srv.CH.Query(context.Background(), `SELECT response_id, server_address, server_port, ttft_source
+		FROM spans FINAL WHERE trace_id = ? AND span_id = ?`, row["trace_id"], row["span_id"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Len() != 1 {
+		t.Fatalf("request %v/%v: %d spans stored", row["trace_id"], row["span_id"], r.Len())
+	}
+	out := make(map[string]any, len(row)+3)
+	for k, v := range row {
+		out[k] = v
+	}
+	sp := r.Row(0)
+	out["span.response_id"] = sp.String("response_id")
+	out["span.server"] = ""
+	if a := sp.String("server_address"); a != "" {
+		out["span.server"] = fmt.Sprintf("%s:%d", a, sp.Int("server_port"))
+	}
+	out["span.ttft_source"] = sp.String("ttft_source")
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/tokenpath/tokenpath/app/apptest"
 	"github.com/tokenpath/tokenpath/config"
+	"github.com/tokenpath/tokenpath/telemetry"
 )
 
 // The JS producer suite: the real npm LLM instrumentations
@@ -53,7 +55,25 @@ type callWant struct {
 	Provider string // "" when the library names none
 	In, Out  tokenWant
 	TTFT     ttftWant
+	// Source, ID and Server are facts of the span the request names (for a
+	// wrapped call, the library's outer span; its TTFT may come from the
+	// nested one). Source: the wire key of that span's client TTFT
+	// (ttft_source), "" for none.
+	Source string
+	// ID: the span keeps the fake API's response id, by which a server
+	// span without trace context is joined.
+	ID bool
+	// Server is the endpoint the span names: "fake" (127.0.0.1 and the
+	// fake API's port), "" for none, else "host:port" as the library sent it.
+	Server string
 }
+
+// The TTFT keys the JS libraries send (ingest/normalize/conventions.go).
+const (
+	firstChunkKey     = "gen_ai.response.time_to_first_chunk"
+	completionStart   = "langfuse.observation.completion_start_time"
+	openlitAfterHeads = "gen_ai.server.time_to_first_token" + telemetry.TTFTAfterHeaders
+)
 
 // libraryWant is what Tokenpath must report for every call of a library,
 // by call kind ("openai.chat", "openai.chat stream", "anthropic.messages"…).
@@ -67,16 +87,17 @@ var jsWant = map[string]libraryWant{
 	// @opentelemetry/instrumentation-openai build/src/instrumentation.js:
 	// gen_ai.system, tokens from the usage chunk, no first-token time.
 	"otel-openai": {PreInference: true, Calls: map[string]callWant{
-		"openai.chat":        {Provider: "openai"},
-		"openai.chat stream": {Provider: "openai"},
+		"openai.chat":        {Provider: "openai", ID: true, Server: "fake"},
+		"openai.chat stream": {Provider: "openai", ID: true, Server: "fake"},
 	}},
 	// @traceloop/instrumentation-openai dist/index.js: no usage on streams
 	// (the tokenizer estimate is off without the SDK's enrichTokens), no
 	// first-token time. The Anthropic calls are also traced by the SDK's own
-	// span inside Traceloop's: one request, with the SDK's TTFT.
+	// span inside Traceloop's: one request, with the SDK's TTFT (Traceloop's
+	// Anthropic span names no server and no response id).
 	"openllmetry": {PreInference: true, Calls: map[string]callWant{
-		"openai.chat":               {Provider: "openai"},
-		"openai.chat stream":        {Provider: "openai", In: tokensNone, Out: tokensNone},
+		"openai.chat":               {Provider: "openai", ID: true},
+		"openai.chat stream":        {Provider: "openai", In: tokensNone, Out: tokensNone, ID: true},
 		"anthropic.messages":        {Provider: "anthropic"},
 		"anthropic.messages stream": {Provider: "anthropic", TTFT: ttftFirstToken},
 	}},
@@ -90,12 +111,14 @@ var jsWant = map[string]libraryWant{
 	// time_to_first_token on streams (gen_ai.request.is_stream), timed from
 	// the first read of the stream. Its Anthropic span wraps the SDK's own;
 	// the SDK's span is the innermost client: its TTFT and its output
-	// tokens (OpenLIT's Anthropic wrapper adds one) make the request.
+	// tokens (OpenLIT's Anthropic wrapper adds one) make the request. Its
+	// spans name api.openai.com:443 / api.anthropic.com:443 whatever the
+	// client's baseURL.
 	"openlit": {PreInference: true, Calls: map[string]callWant{
-		"openai.chat":               {Provider: "openai"},
-		"openai.chat stream":        {Provider: "openai", TTFT: ttftAfterHeaders},
-		"anthropic.messages":        {Provider: "anthropic"},
-		"anthropic.messages stream": {Provider: "anthropic", TTFT: ttftFirstToken},
+		"openai.chat":               {Provider: "openai", ID: true, Server: "api.openai.com:443"},
+		"openai.chat stream":        {Provider: "openai", TTFT: ttftAfterHeaders, Source: openlitAfterHeads, ID: true, Server: "api.openai.com:443"},
+		"anthropic.messages":        {Provider: "anthropic", ID: true, Server: "api.anthropic.com:443"},
+		"anthropic.messages stream": {Provider: "anthropic", TTFT: ttftFirstToken, Source: openlitAfterHeads, ID: true, Server: "api.anthropic.com:443"},
 	}},
 	// @langfuse/openai dist/index.cjs: a generation with usage_details and
 	// completion_start_time; no provider attribute. parseUsageDetails
@@ -105,13 +128,13 @@ var jsWant = map[string]libraryWant{
 	// default, so the app's root never arrives and pre-inference is unknown.
 	"langfuse": {PreInference: false, Calls: map[string]callWant{
 		"openai.chat":        {},
-		"openai.chat stream": {TTFT: ttftFirstToken},
+		"openai.chat stream": {TTFT: ttftFirstToken, Source: completionStart},
 	}},
 	// @anthropic-ai/sdk internal/tracing.js: the SDK's own spans,
 	// gen_ai.response.time_to_first_chunk on streams.
 	"anthropic-sdk": {PreInference: true, Calls: map[string]callWant{
-		"anthropic.messages":        {Provider: "anthropic"},
-		"anthropic.messages stream": {Provider: "anthropic", TTFT: ttftFirstToken},
+		"anthropic.messages":        {Provider: "anthropic", ID: true, Server: "fake"},
+		"anthropic.messages stream": {Provider: "anthropic", TTFT: ttftFirstToken, Source: firstChunkKey, ID: true, Server: "fake"},
 	}},
 }
 
@@ -141,7 +164,7 @@ const ttftSlack = 800 * time.Millisecond
 
 // checkRequests asserts the library's requests, read from the API, against
 // jsWant and pendingOnMain.
-func checkRequests(t *testing.T, prov jsProvenance, rows []map[string]any) {
+func checkRequests(t *testing.T, srv *apptest.Server, prov jsProvenance, rows []map[string]any) {
 	t.Helper()
 	want, ok := jsWant[prov.Library]
 	if !ok {
@@ -161,7 +184,7 @@ func checkRequests(t *testing.T, prov jsProvenance, rows []map[string]any) {
 			t.Errorf("%s: no expectation for a %s call", prov.Library, kind)
 			continue
 		}
-		row := rows[i]
+		row := withSpanFacts(t, srv, rows[i])
 		name := fmt.Sprintf("%s call %d (%s)", prov.Library, i, kind)
 		field := func(f string, correct any, check func(any) error) {
 			t.Helper()
@@ -222,6 +245,19 @@ func checkRequests(t *testing.T, prov jsProvenance, rows []map[string]any) {
 		} else {
 			field("pre_inference_ms", nil, isNull)
 		}
+		field("span.ttft_source", cw.Source, equal(cw.Source))
+		server := cw.Server
+		if server == "fake" {
+			server = fmt.Sprintf("127.0.0.1:%d", prov.FakePort)
+		}
+		field("span.server", server, equal(server))
+		field("span.response_id", "the fake API's id", func(got any) error {
+			id, _ := got.(string)
+			if fake := strings.HasPrefix(id, "chatcmpl-conf") || strings.HasPrefix(id, "msg_conf"); fake != cw.ID {
+				return fmt.Errorf("carries the fake's id: %v, want %v", fake, cw.ID)
+			}
+			return nil
+		})
 		switch cw.TTFT {
 		case ttftNone:
 			field("ttft_ms", nil, isNull)
@@ -249,6 +285,10 @@ func checkRequests(t *testing.T, prov jsProvenance, rows []map[string]any) {
 func TestJSProducersLive(t *testing.T) {
 	node := needJSProducers(t)
 	fake, timing := startFakeLLM(t, node)
+	fakePort, err := strconv.Atoi(fake[strings.LastIndex(fake, ":")+1:])
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := apptest.Start(t, apptest.Options{})
 	// Every library runs at once (they mostly wait on the fake's schedule);
 	// each asserts in its own subtest.
@@ -286,10 +326,11 @@ func TestJSProducersLive(t *testing.T) {
 			}
 			prov := r.prov
 			prov.Timing = timing
+			prov.FakePort = fakePort
 			prov.Recorder = "go test ./ingest -run TestJSProducersLive -record-js-producers"
 			n, _, _ := exportSpans(t, r.exports)
 			waitAssembled(t, srv, prov.Service, n)
-			checkRequests(t, prov, apiRequests(t, srv, prov.Service, r.t0.Add(-time.Minute), time.Now().Add(time.Minute)))
+			checkRequests(t, srv, prov, apiRequests(t, srv, prov.Service, r.t0.Add(-time.Minute), time.Now().Add(time.Minute)))
 			if *recordJSProducers {
 				writeFixture(t, prov, r.exports)
 			}
@@ -336,7 +377,7 @@ func TestJSProducersReplay(t *testing.T) {
 		t.Run(lib, func(t *testing.T) {
 			f := fixtures[lib]
 			waitAssembled(t, srv, f.prov.Service, f.spans)
-			checkRequests(t, f.prov, apiRequests(t, srv, f.prov.Service, f.first.Add(-time.Minute), f.last.Add(time.Minute)))
+			checkRequests(t, srv, f.prov, apiRequests(t, srv, f.prov.Service, f.first.Add(-time.Minute), f.last.Add(time.Minute)))
 		})
 	}
 }
@@ -359,7 +400,7 @@ func TestJSProducerFixturesProvenance(t *testing.T) {
 	}
 	for _, lib := range sortedLibraries() {
 		prov, _ := readFixture(t, lib)
-		if prov.Library != lib || len(prov.Packages) == 0 || prov.Source == "" || prov.Encoding == "" || len(prov.Calls) == 0 {
+		if prov.Library != lib || len(prov.Packages) == 0 || prov.Source == "" || prov.Encoding == "" || len(prov.Calls) == 0 || prov.FakePort == 0 {
 			t.Errorf("%s: incomplete provenance %+v", lib, prov)
 		}
 		for name, v := range prov.Packages {
