@@ -3,7 +3,10 @@ package web_test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -68,5 +71,34 @@ func TestStoreErrorsStayInTheLog(t *testing.T) {
 	b := logIn(t, srv, apptest.Key)
 	if page := b.diagnosePage("service=x&last=1h"); strings.Contains(page, "UNKNOWN_TABLE") || strings.Contains(page, "SELECT") {
 		t.Errorf("the diagnose page shows the engine's error")
+	}
+}
+
+// The webhook test says only whether the post went through and the reply's
+// status class: not the reply, not the network error naming the port, so
+// a logged-in user cannot read or map internal services through it.
+func TestWebhookTestEchoesOnlyAClass(t *testing.T) {
+	srv := apptest.Start(t, apptest.Options{})
+	b := logIn(t, srv, apptest.Key)
+	secret := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "internal-admin-secret", http.StatusForbidden)
+	}))
+	defer secret.Close()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedURL := "http://" + closed.Addr().String() + "/hook"
+	closed.Close()
+	for target, want := range map[string]string{secret.URL + "/hook": "webhook answered HTTP 4xx", closedURL: "cannot reach the webhook"} {
+		r := b.post("/slos/alerts", url.Values{"webhook_url": {target}, "enabled": {"true"}, "action": {"test"}})
+		if !strings.Contains(r.Body, want) {
+			t.Errorf("test post to %s: %d, page lacks %q", target, r.Code, want)
+		}
+		for _, leak := range []string{"internal-admin-secret", "refused", "dial tcp"} {
+			if strings.Contains(r.Body, leak) {
+				t.Errorf("test post to %s: the page shows %q", target, leak)
+			}
+		}
 	}
 }
