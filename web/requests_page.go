@@ -380,6 +380,16 @@ func bundled(q *telemetry.LLMRequest) bool {
 	return q.ServerService == "" && q.Queue == nil && q.Prefill == nil && q.Network == nil
 }
 
+// queuePrefill is the server's queue and prefill as one figure (TTFT −
+// network) when a server span gave a TTFT but no queue time (SGLang, whose
+// prefill includes the wait): the two are bundled, never shown as prefill.
+func queuePrefill(q *telemetry.LLMRequest) (float64, bool) {
+	if q.ServerService == "" || q.Queue != nil || q.Prefill != nil || q.TTFT == nil || q.Network == nil {
+		return 0, false
+	}
+	return *q.TTFT - *q.Network, true
+}
+
 // requestDetailPage shows one trace: waterfall, component tables, span
 // attributes.
 func (s *Server) requestDetailPage(c echo.Context) error {
@@ -761,6 +771,12 @@ func callView(r *telemetry.LLMRequest, i int, now time.Time) views.LLMCallView {
 			views.ComponentFigure{Name: "Queue", Class: "seg-queue", Value: "bundled", Share: noValue, Note: bundledNote},
 			views.ComponentFigure{Name: "Prefill", Class: "seg-prefill", Value: "bundled", Share: noValue, Note: bundledNote},
 			views.ComponentFigure{Name: "Network", Class: "seg-network", Value: "bundled", Share: noValue, Note: bundledNote})
+	} else if qp, ok := queuePrefill(r); ok {
+		note := "queue+prefill " + views.HumanMs(qp) + ": the server counts its queue wait in prefill (SGLang) — not split"
+		v.Components = append(v.Components,
+			views.ComponentFigure{Name: "Queue", Class: "seg-queue", Value: "bundled", Share: noValue, Note: note},
+			views.ComponentFigure{Name: "Prefill", Class: "seg-prefill", Value: "bundled", Share: noValue, Note: note})
+		add("Network", "seg-network", r.Network, "client TTFT − server TTFT, both directions")
 	} else {
 		add("Queue", "seg-queue", r.Queue, "waiting for a slot in the inference server")
 		add("Prefill", "seg-prefill", r.Prefill, "reading the prompt")
