@@ -123,8 +123,8 @@ func TestAssemblerKeepsRollupsInStep(t *testing.T) {
 	}
 }
 
-// Migration 0011 fills the rollups from the requests stored before it (live
-// rows only), and running it again (a start interrupted after the copy)
+// Migrations 0011 and 0018 fill the rollups from the requests stored before
+// them (live rows only), and running them again (a start interrupted after the copy)
 // leaves them equal to the live requests instead of counting twice. Rows
 // written here without retractions (a later version over an earlier one)
 // put the views' sums out of step first, so only the copy can mend them.
@@ -152,7 +152,7 @@ func TestRollupBackfill(t *testing.T) {
 		}
 	}
 	for range 2 {
-		if err := a.CH.Exec(ctx, "DELETE FROM schema_migrations WHERE version = '0011_llm_request_rollups'"); err != nil {
+		if err := a.CH.Exec(ctx, "DELETE FROM schema_migrations WHERE version IN ('0011_llm_request_rollups', '0018_llm_request_rollup_1m')"); err != nil {
 			t.Fatal(err)
 		}
 		if err := a.CH.Migrate(ctx); err != nil {

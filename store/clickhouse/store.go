@@ -124,11 +124,14 @@ func (s *Store) Query(ctx context.Context, sql string, args ...any) (*Result, er
 // timed starts timing a statement for OnQuery; call what it returns when
 // the statement is done.
 func (s *Store) timed(sql string) func() {
-	if s.OnQuery == nil {
+	// Read the hook once: a caller that clears it while this statement
+	// runs must not leave the deferred call with a nil function.
+	onQuery := s.OnQuery
+	if onQuery == nil {
 		return func() {}
 	}
 	t0 := time.Now()
-	return func() { s.OnQuery(sql, time.Since(t0)) }
+	return func() { onQuery(sql, time.Since(t0)) }
 }
 
 // Insert writes one batch in one statement.
