@@ -195,6 +195,10 @@ func hexIDsToBase64(body []byte) ([]byte, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
+	// Decode stops after one value; junk after it is a malformed body.
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("unexpected data after the JSON object")
+	}
 	if err := fixIDs(v); err != nil {
 		return nil, err
 	}

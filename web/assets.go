@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"io/fs"
 	"net/http"
+	"path"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -51,6 +52,10 @@ func serveStatic() echo.HandlerFunc {
 			w.Header().Set("Cache-Control", "public, max-age=300")
 		}
 		r.URL.Path = strings.TrimPrefix(r.URL.Path, "/static")
+		// Files only: http.FileServer would list a directory's contents.
+		if st, err := fs.Stat(sub, strings.Trim(path.Clean(r.URL.Path), "/")); err != nil || st.IsDir() {
+			return echo.NewHTTPError(http.StatusNotFound, "Not Found")
+		}
 		files.ServeHTTP(w, r)
 		return nil
 	}

@@ -70,6 +70,9 @@ func (s *Server) requireSession(next echo.HandlerFunc) echo.HandlerFunc {
 			return c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(c.Request().URL.RequestURI()))
 		}
 		c.Set(ctxProject, p)
+		// Logged-in pages show secrets (the SLO page's webhook URL): no
+		// cache, shared or local, may keep them.
+		c.Response().Header().Set("Cache-Control", "no-store")
 		return next(c)
 	}
 }
