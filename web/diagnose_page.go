@@ -482,10 +482,16 @@ func diagnoseCharts(d diagnose.Diagnosis) []views.DiagChart {
 	}
 	markers := chartMarkers(d.Series)
 
-	// Stacked parts at p95 per bucket. A part no bucket has is left out.
-	parts := views.DiagChart{ID: "chart-parts", Title: "Where the time goes, over time",
-		Caption: "p95 of each part per " + per + " bucket, stacked bottom to top. Parts are read separately, so the stack is an upper bound of a request's p95. Dashed lines mark scaling events and new instances.",
-		Spec:    views.DiagChartSpec{YLabel: "p95, stacked", YUnit: "ms", Stack: true, Markers: markers, Data: [][]*float64{xs}}}
+	// One line per part at p95, with TTFT p95 drawn thick over them. Lines,
+	// not a stack: p95s of parts do not add up, and a stack of them is
+	// dominated by its largest part (decode, often a minute) and flattens
+	// the queue that grew from 20 ms to 2 s. A line that rises with TTFT
+	// names the cause. Decode is after the first token, so it starts
+	// hidden (one click in the legend) unless it is the verdict.
+	parts := views.DiagChart{ID: "chart-parts", Title: "What grew: TTFT p95 and the p95 of each part",
+		Caption: "p95 of each part per " + per + " bucket, one line each, with TTFT p95 drawn thick. A part whose line rises with TTFT explains it. " +
+			"Decode (after the first token) is hidden until you click it in the legend. Dashed lines mark scaling events and new instances.",
+		Spec: views.DiagChartSpec{YLabel: "p95", YUnit: "ms", Markers: markers, Data: [][]*float64{xs}}}
 	parts.TableCaption = "Table: p95 of each part per " + per + " bucket"
 	parts.Head = []string{"Bucket (UTC)", "Requests"}
 	var used []chartPart
@@ -501,22 +507,32 @@ func diagnoseCharts(d diagnose.Diagnosis) []views.DiagChart {
 			continue
 		}
 		used = append(used, cp)
-		parts.Spec.Series = append(parts.Spec.Series, views.DiagSeries{Label: cp.label, Color: cp.color, Axis: 1, Fill: true})
+		hidden := cp.key == diagnose.ComponentDecode && d.Verdict != diagnose.VerdictDecode
+		parts.Spec.Series = append(parts.Spec.Series, views.DiagSeries{Label: cp.label, Color: cp.color, Axis: 1, Hidden: hidden})
 		parts.Spec.Data = append(parts.Spec.Data, col)
 		parts.Head = append(parts.Head, cp.label+" p95")
 	}
+	ttftP95 := make([]*float64, len(d.Series))
+	for i, b := range d.Series {
+		ttftP95[i] = b.TTFT.P95
+	}
+	parts.Spec.Series = append(parts.Spec.Series, views.DiagSeries{Label: "TTFT p95", Color: "--ink", Axis: 1, Bold: true})
+	parts.Spec.Data = append(parts.Spec.Data, ttftP95)
+	parts.Head = append(parts.Head, "TTFT p95")
 	for _, b := range d.Series {
 		row := []string{bucketClock(b.Start, d.BucketSeconds), views.HumanInt(b.Requests)}
 		for _, cp := range used {
 			row = append(row, msOrDash(b.P95, cp.key))
 		}
+		row = append(row, views.HumanMsPtr(b.TTFT.P95))
 		parts.Rows = append(parts.Rows, row)
 	}
 
-	// TTFT p99 with the pressure gauges on the second axis.
+	// TTFT with the pressure gauges, each on its own right axis: a
+	// percentage and a count share no scale.
 	ttft := views.DiagChart{ID: "chart-ttft", Title: "TTFT p99 against KV cache and waiting requests",
-		Caption: "Left axis: time to first token per " + per + " bucket. Right axis: the inference server's KV-cache usage (%) and requests waiting, the highest sample in the bucket.",
-		Spec: views.DiagChartSpec{YLabel: "TTFT", YUnit: "ms", Y2Label: "KV cache % · waiting", Markers: markers,
+		Caption: "Left axis: time to first token per " + per + " bucket. Right axes: the inference server's KV-cache usage (0–100 %) and requests waiting (a count), the highest sample in the bucket.",
+		Spec: views.DiagChartSpec{YLabel: "TTFT", YUnit: "ms", Y2Label: "KV cache %", Y2Unit: "pct", Y3Label: "waiting", Y3Unit: "count", Markers: markers,
 			Series: []views.DiagSeries{
 				{Label: "TTFT p99", Color: "--accent", Axis: 1},
 				{Label: "TTFT p50", Color: "--c-pre", Axis: 1, Dash: true},
@@ -541,13 +557,16 @@ func diagnoseCharts(d diagnose.Diagnosis) []views.DiagChart {
 		ttft.Spec.Data = append(ttft.Spec.Data, kv)
 	}
 	if hasWait {
-		ttft.Spec.Series = append(ttft.Spec.Series, views.DiagSeries{Label: "Requests waiting", Color: "--c-network", Axis: 2, Dash: true})
+		ttft.Spec.Series = append(ttft.Spec.Series, views.DiagSeries{Label: "Requests waiting", Color: "--c-network", Axis: 3, Dash: true})
 		ttft.Spec.Data = append(ttft.Spec.Data, wait)
 	}
-	if hasKV || hasWait {
-		ttft.Spec.Y2Unit = "count"
-	} else {
-		ttft.Spec.Y2Label = ""
+	if !hasKV {
+		ttft.Spec.Y2Label, ttft.Spec.Y2Unit = "", ""
+	}
+	if !hasWait {
+		ttft.Spec.Y3Label, ttft.Spec.Y3Unit = "", ""
+	}
+	if !hasKV && !hasWait {
 		ttft.Caption += " No KV-cache or waiting-request metrics were recorded for this service (scrape the inference server's /metrics, or it is a managed API)."
 	}
 	ttft.TableCaption = "Table: TTFT, KV cache and waiting requests per " + per + " bucket"

@@ -80,19 +80,29 @@ func TestDiagnosePage(t *testing.T) {
 	})
 
 	t.Run("charts", func(t *testing.T) {
+		// Lines of each part's p95 and TTFT p95, not a stack; decode (not
+		// in TTFT) starts hidden when it is not the verdict.
 		parts := chartSpec(t, page, "chart-parts")
-		if parts["stack"] != true {
-			t.Errorf("component chart is not stacked: %v", parts["stack"])
+		if parts["stack"] == true {
+			t.Errorf("component chart is a stack of p95s")
 		}
 		var labels []string
 		for _, s := range parts["series"].([]any) {
-			labels = append(labels, s.(map[string]any)["label"].(string))
+			m := s.(map[string]any)
+			label := m["label"].(string)
+			if m["hidden"] == true {
+				label += "(hidden)"
+			}
+			if m["bold"] == true {
+				label += "(bold)"
+			}
+			labels = append(labels, label)
 		}
-		if strings.Join(labels, ",") != "Pre-inference,Queue,Prefill,Network,Decode" {
+		if strings.Join(labels, ",") != "Pre-inference,Queue,Prefill,Network,Decode(hidden),TTFT p95(bold)" {
 			t.Errorf("component series = %v", labels)
 		}
 		data := parts["data"].([]any)
-		if len(data) != 6 || len(data[0].([]any)) < 20 || len(data[1].([]any)) != len(data[0].([]any)) {
+		if len(data) != 7 || len(data[0].([]any)) < 20 || len(data[1].([]any)) != len(data[0].([]any)) {
 			t.Errorf("component data: %d rows, %d buckets", len(data), len(data[0].([]any)))
 		}
 		ttft := chartSpec(t, page, "chart-ttft")
@@ -101,8 +111,12 @@ func TestDiagnosePage(t *testing.T) {
 			m := s.(map[string]any)
 			axes = append(axes, fmt.Sprintf("%s@%v", m["label"], m["axis"]))
 		}
-		if strings.Join(axes, ",") != "TTFT p99@1,TTFT p50@1,KV cache %@2,Requests waiting@2" {
+		// A percentage and a count get an axis each.
+		if strings.Join(axes, ",") != "TTFT p99@1,TTFT p50@1,KV cache %@2,Requests waiting@3" {
 			t.Errorf("TTFT chart series = %v", axes)
+		}
+		if ttft["y2Unit"] != "pct" || ttft["y3Unit"] != "count" {
+			t.Errorf("TTFT chart right axes are %v and %v, want pct and count", ttft["y2Unit"], ttft["y3Unit"])
 		}
 		markers := ttft["markers"].([]any)
 		found := false

@@ -61,6 +61,7 @@ func TestBrowser(t *testing.T) {
 	t.Run("login", s.testLogin)
 	t.Run("overview", s.testOverview)
 	t.Run("diagnose", s.testDiagnose)
+	t.Run("chart_story", s.testChartStory)
 	t.Run("requests", s.testRequests)
 	t.Run("request_detail", s.testRequestDetail)
 	t.Run("compare", s.testCompare)
@@ -74,6 +75,7 @@ func TestBrowser(t *testing.T) {
 	t.Run("keyboard_theme", s.testKeyboardAndTheme)
 	t.Run("responsive_720", s.testResponsive)
 	t.Run("phone", s.testPhone)
+	t.Run("phone_overview", s.testPhoneOverview)
 }
 
 // screenshotDir is <repo>/artifacts/screenshots (gitignored).
@@ -633,8 +635,19 @@ func (s *suite) testShare(t *testing.T) {
 		t.Errorf("shared snapshot says %q, the live page said %q", got, sentence)
 	}
 	ogTitle := eval[string](anon, `(document.querySelector('meta[property="og:title"]') || {}).content || ""`)
-	if ogTitle == "" {
-		t.Errorf("the snapshot has no og:title meta tag")
+	if !strings.HasPrefix(ogTitle, "rag-chat: ") || !strings.Contains(ogTitle, " UTC") {
+		t.Errorf("the snapshot's og:title %q does not name the service and the window", ogTitle)
+	}
+	// The unfurl's picture, fetched as a chat app would, without cookies.
+	img := eval[string](anon, `(document.querySelector('meta[property="og:image"]') || {}).content || ""`)
+	if !strings.HasPrefix(img, "http") || !strings.HasSuffix(img, u.Path+"/chart.png") {
+		t.Errorf("og:image = %q, want the absolute URL of %s/chart.png", img, u.Path)
+	} else {
+		size := run(anon, chromedp.Evaluate[[]int](`fetch(`+strconv.Quote(img)+`, {credentials: "omit"}).then(r => r.ok ? r.blob() : null)
+			.then(b => b && b.size > 1000 ? createImageBitmap(b).then(i => [b.size, i.width, i.height]) : [b ? b.size : 0, 0, 0])`, chromedp.EvalAwaitPromise))
+		if size[0] <= 1000 || size[1] != 1200 || size[2] != 630 {
+			t.Errorf("og:image answers %d bytes of a %dx%d picture, want a 1200x630 PNG", size[0], size[1], size[2])
+		}
 	}
 	if eval[int](anon, `document.querySelectorAll("nav.main").length`) != 0 {
 		t.Errorf("the snapshot shows the app navigation to a logged-out reader")

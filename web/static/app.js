@@ -23,6 +23,13 @@
     return String(Math.round(v * 10) / 10);
   }
 
+  // fmtTick writes an axis tick: as fmtUnit, without a trailing ".0",
+  // and a count as a whole number.
+  function fmtTick(v, unit) {
+    if (unit === "count") return String(Math.round(v));
+    return fmtUnit(v, unit).replace(/\.0 /, " ");
+  }
+
   // Times on the charts read as on the pages: UTC, 24-hour, day before
   // month ("14:20", "5 Dec"), not uPlot's "2:20pm" and "12/5/26".
   var MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
@@ -70,6 +77,82 @@
     return out;
   }
 
+  // Value-axis steps: 1, 2 or 5 × 10^n in the unit the axis shows. Values
+  // are in ms and seconds are ms / 1000, so the same steps read "2 s",
+  // "500 ms"; a count steps by whole numbers.
+  var ROUND_INCRS = [];
+  for (var e = -3; e <= 9; e++) [1, 2, 5].forEach(function (m) { ROUND_INCRS.push(m * Math.pow(10, e)); });
+  var COUNT_INCRS = ROUND_INCRS.filter(function (v) { return v >= 1; });
+
+  // Lines that may lie on each other (two services with the same TTFT)
+  // stay apart by dash pattern as well as colour.
+  var DASHES = [null, [8, 4], [2, 3], [12, 3, 2, 3], [4, 4], [1, 4]];
+
+  // latestIndex is the last bucket with a value: the legend shows it until
+  // the pointer picks another, so it never reads "—" before a hover.
+  function latestIndex(col) {
+    for (var i = col.length - 1; i >= 0; i--) if (col[i] != null) return i;
+    return null;
+  }
+
+  // MARKER_GAP is the least room (CSS px) between two event labels.
+  var MARKER_GAP = 6;
+
+  // placeMarkers draws the event lines and puts their labels in the plot
+  // overlay as elements. Events closer than a label's width collapse into
+  // one marker that counts them ("3 events"); labels stay inside the plot
+  // area, so they never cross each other or the y-axis. Events outside the
+  // shown range are not drawn.
+  function placeMarkers(u, markers) {
+    var over = u.over;
+    over.querySelectorAll(".chart-marker").forEach(function (n) { n.remove(); });
+    var width = over.clientWidth;
+    var pts = markers.map(function (m) { return { x: u.valToPos(m.t, "x"), t: m.t, label: m.label }; })
+      .filter(function (m) { return m.x >= 0 && m.x <= width; })
+      .sort(function (a, b) { return a.x - b.x; });
+    var groups = [];
+    pts.forEach(function (m) {
+      var g = groups[groups.length - 1];
+      if (g && m.x < g.end + MARKER_GAP) { g.items.push(m); layout(g); return; }
+      g = { items: [m] };
+      layout(g);
+      // A label pushed left at the right edge may reach back over the one
+      // before it: then the two are one marker.
+      var prev = groups[groups.length - 1];
+      if (prev && g.left < prev.end + MARKER_GAP) { prev.items.push(m); layout(prev); return; }
+      groups.push(g);
+    });
+    function layout(g) {
+      var n = g.items.length;
+      g.text = n === 1 ? g.items[0].label : n + " events";
+      g.title = g.items.map(function (i) { return clockUTC(i.t) + " " + i.label; }).join("\n");
+      if (!g.el) {
+        g.el = document.createElement("span");
+        g.el.className = "chart-marker";
+        over.appendChild(g.el);
+      }
+      g.el.textContent = g.text;
+      g.el.title = g.title;
+      var w = g.el.offsetWidth;
+      g.left = Math.max(0, Math.min(g.items[0].x + 3, width - w));
+      g.end = g.left + w;
+      g.el.style.left = g.left + "px";
+    }
+    var ctx = u.ctx, top = u.bbox.top, h = u.bbox.height;
+    ctx.save();
+    ctx.strokeStyle = cssVar("--c-cold") || "#e69f00";
+    ctx.setLineDash([4 * uPlot.pxRatio, 3 * uPlot.pxRatio]);
+    ctx.lineWidth = 2 * uPlot.pxRatio;
+    groups.forEach(function (g) {
+      g.el.dataset.count = g.items.length;
+      g.items.forEach(function (m) {
+        var x = Math.round(u.bbox.left + m.x * uPlot.pxRatio);
+        ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + h); ctx.stroke();
+      });
+    });
+    ctx.restore();
+  }
+
   function renderCharts(scope) {
     if (typeof uPlot === "undefined") return;
     (scope || document).querySelectorAll("[data-chart]").forEach(function (el) {
@@ -79,26 +162,59 @@
       var spec = JSON.parse(src.textContent);
       var data = spec.stack ? stackData(spec.data) : spec.data;
       var width = el.clientWidth || 600;
-      var series = [{ value: function (u, ts) { return ts == null ? "—" : dayUTC(ts) + " " + clockUTC(ts, true); } }];
-      var axes = [{ stroke: cssVar("--muted"), grid: { stroke: cssVar("--line") }, values: timeTicks(el) },
-                  { stroke: cssVar("--muted"), grid: { stroke: cssVar("--line") }, label: spec.yLabel || "", size: 60 }];
-      var scales = { x: { time: true } };
-      spec.series.forEach(function (s) {
-        var o = { label: s.label, stroke: cssVar(s.color) || s.color, width: 2, scale: s.axis === 2 ? "y2" : "y" };
-        if (s.fill) { o.fill = (cssVar(s.color) || s.color) + (spec.stack ? "a0" : "55"); }
-        if (s.dash) { o.dash = [6, 4]; }
-        var unit = s.axis === 2 ? spec.y2Unit : spec.yUnit;
-        if (unit || spec.stack) {
-          // The legend shows each part's own value, not the running total.
-          o.value = function (u, v, si, idx) { return fmtUnit(idx == null ? v : spec.data[si][idx], unit); };
+      var xs = spec.data[0] || [];
+      var series = [{ value: function (u, ts, si, idx) {
+        if (idx == null) {
+          var last = latestIndex(xs);
+          return last == null ? "" : "latest, " + dayUTC(xs[last]) + " " + clockUTC(xs[last], true);
         }
+        return ts == null ? "" : dayUTC(ts) + " " + clockUTC(ts, true);
+      } }];
+      var units = { y: spec.yUnit, y2: spec.y2Unit, y3: spec.y3Unit };
+      function valueAxis(scale, label, side) {
+        var unit = units[scale];
+        var a = { scale: scale, stroke: cssVar("--muted"), label: label || "", size: 64,
+          incrs: unit === "count" ? COUNT_INCRS : ROUND_INCRS,
+          grid: scale === "y" ? { stroke: cssVar("--line") } : { show: false } };
+        if (side != null) a.side = side;
+        // The labels drawn last are kept on the chart element (data-y-ticks,
+        // data-y2-ticks, data-y3-ticks), as the x axis's are.
+        if (unit) a.values = function (u, splits) {
+          var labels = splits.map(function (v) { return fmtTick(v, unit); });
+          el.dataset[scale + "Ticks"] = labels.join("|");
+          return labels;
+        };
+        return a;
+      }
+      var axes = [{ stroke: cssVar("--muted"), grid: { stroke: cssVar("--line") }, values: timeTicks(el) },
+                  valueAxis("y", spec.yLabel)];
+      var scales = { x: { time: true } };
+      var lines = 0;
+      spec.series.forEach(function (s, i) {
+        var scale = s.axis === 3 ? "y3" : s.axis === 2 ? "y2" : "y";
+        var color = cssVar(s.color) || s.color;
+        var o = { label: s.label, stroke: color, width: s.bold ? 3.5 : 2, scale: scale, show: !s.hidden };
+        if (s.fill) { o.fill = color + (spec.stack ? "a0" : "55"); }
+        if (s.dash) { o.dash = [6, 4]; }
+        else if (!s.fill && !s.bold && scale === "y") { o.dash = DASHES[lines % DASHES.length] || undefined; lines++; }
+        var unit = units[scale];
+        var col = spec.data[i + 1];
+        // The legend shows each part's own value (not a stack's running
+        // total): the hovered bucket's, else the latest bucket's.
+        o.value = function (u, v, si, idx) {
+          if (idx == null) idx = latestIndex(col);
+          return idx == null ? "no data" : fmtUnit(col[idx], unit);
+        };
         series.push(o);
       });
       if (spec.series.some(function (s) { return s.axis === 2; })) {
-        axes.push({ side: 1, scale: "y2", stroke: cssVar("--muted"), grid: { show: false }, label: spec.y2Label || "", size: 60 });
-        scales.y2 = spec.y2Range ? { range: spec.y2Range } : {};
+        axes.push(valueAxis("y2", spec.y2Label, 1));
+        scales.y2 = units.y2 === "pct" ? { range: [0, 100] } : {};
       }
-      if (spec.yUnit) axes[1].values = function (u, splits) { return splits.map(function (v) { return fmtUnit(v, spec.yUnit).replace(/\.0 /, " "); }); };
+      if (spec.series.some(function (s) { return s.axis === 3; })) {
+        axes.push(valueAxis("y3", spec.y3Label, 1));
+        scales.y3 = units.y3 === "count" ? { range: function (u, min, max) { return [0, Math.max(1, max)]; } } : {};
+      }
       var bands = [];
       if (spec.stack) {
         for (var bi = 2; bi < series.length; bi++) bands.push({ series: [bi, bi - 1] });
@@ -109,28 +225,7 @@
         // Pages print times in UTC; the charts' axes follow.
         tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
         legend: { live: true },
-        hooks: { draw: [function (u) {
-          var ctx = u.ctx;
-          // Labels of close markers go on up to three rows; beyond that the
-          // line is drawn and the label is left to the event list.
-          var rowEnds = [-Infinity, -Infinity, -Infinity];
-          markers.forEach(function (m) {
-            var x = u.valToPos(m.t, "x", true);
-            ctx.save();
-            ctx.strokeStyle = cssVar("--c-cold") || "#e69f00";
-            ctx.setLineDash([4, 3]);
-            ctx.lineWidth = 2;
-            ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke();
-            ctx.fillStyle = cssVar("--ink");
-            ctx.font = "11px system-ui";
-            var row = rowEnds.findIndex(function (end) { return x + 4 > end; });
-            if (row >= 0) {
-              ctx.fillText(m.label, x + 4, u.bbox.top + 12 + 14 * row);
-              rowEnds[row] = x + 4 + ctx.measureText(m.label).width + 6;
-            }
-            ctx.restore();
-          });
-        }] }
+        hooks: { draw: [function (u) { placeMarkers(u, markers); }] }
       };
       new uPlot(opts, data, el);
       el.dataset.rendered = "1";
