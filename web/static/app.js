@@ -26,7 +26,7 @@
   // fmtTick writes an axis tick: as fmtUnit, without a trailing ".0",
   // and a count as a whole number.
   function fmtTick(v, unit) {
-    if (unit === "count") return String(Math.round(v));
+    if (unit === "count" || v === 0) return String(Math.round(v));
     return fmtUnit(v, unit).replace(/\.0 /, " ");
   }
 
@@ -133,7 +133,12 @@
       }
       g.el.textContent = g.text;
       g.el.title = g.title;
+      g.el.hidden = false;
       var w = g.el.offsetWidth;
+      // A plot too narrow for the label keeps the count, else only the
+      // line (its title still names the events).
+      if (w > width) { g.el.textContent = String(n); w = g.el.offsetWidth; }
+      if (w > width) { g.el.hidden = true; w = 0; }
       g.left = Math.max(0, Math.min(g.items[0].x + 3, width - w));
       g.end = g.left + w;
       g.el.style.left = g.left + "px";
@@ -171,9 +176,11 @@
         return ts == null ? "" : dayUTC(ts) + " " + clockUTC(ts, true);
       } }];
       var units = { y: spec.yUnit, y2: spec.y2Unit, y3: spec.y3Unit };
+      var narrow = width < 520;
       function valueAxis(scale, label, side) {
         var unit = units[scale];
-        var a = { scale: scale, stroke: cssVar("--muted"), label: label || "", size: 64,
+        // A phone's chart keeps its plot area by narrowing the axes.
+        var a = { scale: scale, stroke: cssVar("--muted"), label: label || "", size: narrow ? 44 : 64, labelSize: narrow ? 18 : 30,
           incrs: unit === "count" ? COUNT_INCRS : ROUND_INCRS,
           grid: scale === "y" ? { stroke: cssVar("--line") } : { show: false } };
         if (side != null) a.side = side;
