@@ -455,7 +455,7 @@ func percentileName(q float64) string {
 	return strings.TrimSuffix(fmt.Sprintf("%.1f", q*100), ".0")
 }
 
-// chartPart is one stacked part of the component chart.
+// chartPart is one part of a request on the component chart.
 type chartPart struct {
 	key, label, color, swatch, hint string
 }

@@ -83,13 +83,13 @@ func TestDiagnosePage(t *testing.T) {
 		// Lines of each part's p95 and TTFT p95, not a stack; decode (not
 		// in TTFT) starts hidden when it is not the verdict.
 		parts := chartSpec(t, page, "chart-parts")
-		if parts["stack"] == true {
-			t.Errorf("component chart is a stack of p95s")
-		}
 		var labels []string
 		for _, s := range parts["series"].([]any) {
 			m := s.(map[string]any)
 			label := m["label"].(string)
+			if m["fill"] == true {
+				t.Errorf("component series %s is a filled area, want a line", label)
+			}
 			if m["hidden"] == true {
 				label += "(hidden)"
 			}

@@ -60,23 +60,6 @@
     };
   }
 
-  // stackData turns series into running totals (bottom series first), so
-  // uPlot bands can draw a stacked area; a bucket with no value at all
-  // stays empty.
-  function stackData(data) {
-    var out = [data[0]];
-    var acc = data[0].map(function () { return null; });
-    for (var i = 1; i < data.length; i++) {
-      acc = acc.map(function (a, j) {
-        var v = data[i][j];
-        if (v == null) return a;
-        return (a || 0) + v;
-      });
-      out.push(acc.slice());
-    }
-    return out;
-  }
-
   // Value-axis steps: 1, 2 or 5 × 10^n in the unit the axis shows. Values
   // are in ms and seconds are ms / 1000, so the same steps read "2 s",
   // "500 ms"; a count steps by whole numbers.
@@ -165,7 +148,7 @@
       var src = document.getElementById(el.dataset.chart);
       if (!src) return;
       var spec = JSON.parse(src.textContent);
-      var data = spec.stack ? stackData(spec.data) : spec.data;
+      var data = spec.data;
       var width = el.clientWidth || 600;
       var xs = spec.data[0] || [];
       var series = [{ value: function (u, ts, si, idx) {
@@ -201,13 +184,13 @@
         var scale = s.axis === 3 ? "y3" : s.axis === 2 ? "y2" : "y";
         var color = cssVar(s.color) || s.color;
         var o = { label: s.label, stroke: color, width: s.bold ? 3.5 : 2, scale: scale, show: !s.hidden };
-        if (s.fill) { o.fill = color + (spec.stack ? "a0" : "55"); }
+        if (s.fill) { o.fill = color + "55"; }
         if (s.dash) { o.dash = [6, 4]; }
         else if (!s.fill && !s.bold && scale === "y") { o.dash = DASHES[lines % DASHES.length] || undefined; lines++; }
         var unit = units[scale];
         var col = spec.data[i + 1];
-        // The legend shows each part's own value (not a stack's running
-        // total): the hovered bucket's, else the latest bucket's.
+        // The legend shows the hovered bucket's value, else the latest
+        // bucket's.
         o.value = function (u, v, si, idx) {
           if (idx == null) idx = latestIndex(col);
           return idx == null ? "no data" : fmtUnit(col[idx], unit);
@@ -222,13 +205,9 @@
         axes.push(valueAxis("y3", spec.y3Label, 1));
         scales.y3 = units.y3 === "count" ? { range: function (u, min, max) { return [0, Math.max(1, max)]; } } : {};
       }
-      var bands = [];
-      if (spec.stack) {
-        for (var bi = 2; bi < series.length; bi++) bands.push({ series: [bi, bi - 1] });
-      }
       var markers = spec.markers || [];
       var opts = {
-        width: width, height: spec.height || 260, series: series, axes: axes, scales: scales, bands: bands,
+        width: width, height: spec.height || 260, series: series, axes: axes, scales: scales,
         // Pages print times in UTC; the charts' axes follow.
         tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
         legend: { live: true },
