@@ -112,10 +112,14 @@ func (e *AlertEvaluator) evaluateProject(ctx context.Context, project uint32) (i
 	if err != nil {
 		return 0, err
 	}
+	rules, err := e.Settings.BurnRules(ctx, project)
+	if err != nil {
+		return 0, err
+	}
 	now := e.Now()
 	posted := 0
 	for _, s := range slos {
-		st, err := e.Queries.SLOStatus(ctx, project, s, now)
+		st, err := e.Queries.SLOStatusWith(ctx, project, s, now, rules.For(s.ID))
 		if err != nil {
 			return posted, err
 		}
@@ -239,6 +243,14 @@ func AlertMessage(st SLOStatus, a postgres.SLOAlert) WebhookMessage {
 	headline := fmt.Sprintf("SLO burning fast: %s — %s", SLOScope(s), DescribeSLO(s))
 	burn := fmt.Sprintf("Error budget burning %s faster than allowed over the last hour (%s over the last 5 minutes).",
 		diagnose.FormatRatio(val(st.BurnLong)), diagnose.FormatRatio(val(st.BurnShort)))
+	for _, r := range st.Rules {
+		if r.Firing {
+			burn = fmt.Sprintf("Error budget burning %s faster than allowed over the last %s (%s over the last %s; the rule fires at %s).",
+				diagnose.FormatRatio(val(r.BurnLong)), windowWords(r.Rule.Long), diagnose.FormatRatio(val(r.BurnShort)), windowWords(r.Rule.Short),
+				diagnose.FormatRatio(r.Threshold))
+			break
+		}
+	}
 	if st.Current != nil {
 		burn += fmt.Sprintf(" Current %s over %s: %s.", metricLabel(s), s.Window, FormatSLOValue(s, *st.Current))
 	}

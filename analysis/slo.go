@@ -50,7 +50,9 @@ type SLOStatus struct {
 	// BurnLong and BurnShort are the bad share over the budget in the last
 	// BurnLongWindow and BurnShortWindow; nil when no request fell there.
 	BurnLong, BurnShort *float64
-	// FastBurn: both windows burn at ≥ FastBurn.
+	// Rules are the SLO's burn-rate rules read at now; FastBurn: one of
+	// them fires.
+	Rules    []BurnStatus
 	FastBurn bool
 }
 
@@ -87,8 +89,14 @@ func (q *Queries) SLOStatuses(ctx context.Context, project uint32, slos []postgr
 	return out, nil
 }
 
-// SLOStatus reads one SLO at now.
+// SLOStatus reads one SLO at now against DefaultBurnRules.
 func (q *Queries) SLOStatus(ctx context.Context, project uint32, s postgres.SLO, now time.Time) (SLOStatus, error) {
+	return q.SLOStatusWith(ctx, project, s, now, DefaultBurnRules)
+}
+
+// SLOStatusWith reads one SLO at now against rules (one aggregate over the
+// longest of its windows).
+func (q *Queries) SLOStatusWith(ctx context.Context, project uint32, s postgres.SLO, now time.Time, rules []BurnRule) (SLOStatus, error) {
 	col, ok := sloColumn[s.Metric]
 	if !ok {
 		return SLOStatus{}, fmt.Errorf("SLO %d: unknown metric %q", s.ID, s.Metric)
@@ -101,6 +109,9 @@ func (q *Queries) SLOStatus(ctx context.Context, project uint32, s postgres.SLO,
 	st := SLOStatus{SLO: s, Window: diagnose.Range{From: now.Add(-win), To: now}, Budget: SLOBudget(s.Percentile)}
 	long, short := now.Add(-BurnLongWindow), now.Add(-BurnShortWindow)
 	from := minTime(st.Window.From, long)
+	for _, r := range rules {
+		from = minTime(from, now.Add(-r.Long))
+	}
 	f := RequestFilter{Project: project, From: from, To: now, Service: s.Service, Model: s.Model}
 	where, args := f.where()
 	// The percentile level must be a literal; it is a float64 the store
@@ -115,11 +126,18 @@ func (q *Queries) SLOStatus(ctx context.Context, project uint32, s postgres.SLO,
 	sql := "SELECT countIf(start >= ?) AS n, countIf(start >= ? AND " + bad + ") AS bad, " +
 		"quantileIf(?)(" + col + ", start >= ?) AS current, " +
 		"countIf(start >= ?) AS n_long, countIf(start >= ? AND " + bad + ") AS bad_long, " +
-		"countIf(start >= ?) AS n_short, countIf(start >= ? AND " + bad + ") AS bad_short " +
-		"FROM llm_requests FINAL WHERE " + where + " AND " + col + " IS NOT NULL" + FinalSettings
+		"countIf(start >= ?) AS n_short, countIf(start >= ? AND " + bad + ") AS bad_short"
 	q0 := s.Percentile / 100
-	params := append([]any{st.Window.From, st.Window.From, s.ThresholdMs, q0, st.Window.From,
-		long, long, s.ThresholdMs, short, short, s.ThresholdMs}, args...)
+	params := []any{st.Window.From, st.Window.From, s.ThresholdMs, q0, st.Window.From,
+		long, long, s.ThresholdMs, short, short, s.ThresholdMs}
+	for i, r := range rules {
+		for j, w := range []time.Duration{r.Long, r.Short} {
+			sql += fmt.Sprintf(", countIf(start >= ?) AS n_rule%[1]d_%[2]d, countIf(start >= ? AND %[3]s) AS bad_rule%[1]d_%[2]d", i, j, bad)
+			params = append(params, now.Add(-w), now.Add(-w), s.ThresholdMs)
+		}
+	}
+	sql += " FROM llm_requests FINAL WHERE " + where + " AND " + col + " IS NOT NULL" + FinalSettings
+	params = append(params, args...)
 	res, err := q.CH.Query(ctx, sql, params...)
 	if err != nil {
 		return st, fmt.Errorf("SLO %d status: %w", s.ID, err)
@@ -144,7 +162,14 @@ func (q *Queries) SLOStatus(ctx context.Context, project uint32, s postgres.SLO,
 	}
 	st.BurnLong = burn(row, "n_long", "bad_long", st.Budget)
 	st.BurnShort = burn(row, "n_short", "bad_short", st.Budget)
-	st.FastBurn = st.BurnLong != nil && st.BurnShort != nil && *st.BurnLong >= FastBurn && *st.BurnShort >= FastBurn
+	for i, r := range rules {
+		b := BurnStatus{Rule: r, Threshold: r.Threshold(st.Budget),
+			BurnLong:  burn(row, fmt.Sprintf("n_rule%d_0", i), fmt.Sprintf("bad_rule%d_0", i), st.Budget),
+			BurnShort: burn(row, fmt.Sprintf("n_rule%d_1", i), fmt.Sprintf("bad_rule%d_1", i), st.Budget)}
+		b.Firing = b.BurnLong != nil && b.BurnShort != nil && *b.BurnLong >= b.Threshold && *b.BurnShort >= b.Threshold
+		st.Rules = append(st.Rules, b)
+		st.FastBurn = st.FastBurn || b.Firing
+	}
 	return st, nil
 }
 

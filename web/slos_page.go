@@ -52,9 +52,11 @@ func (s *Server) slosView(c echo.Context, form views.SLOForm) (views.SLOsView, e
 		return views.SLOsView{}, echo.NewHTTPError(http.StatusServiceUnavailable, "SLOs need PostgreSQL, which is not configured")
 	}
 	v := views.SLOsView{Page: s.page(c, "SLOs and alerts", "slos"), Form: form,
-		BurnRule: fmt.Sprintf("Every minute, each SLO's burn rate — the share of requests missing it over its error budget — is read over the last hour and the last 5 minutes. "+
-			"When both reach %s× (the Google SRE multiwindow rule: 2 %% of a 30-day budget gone in an hour), the webhook gets the verdict of the diagnosis and a link to a frozen copy of it; "+
-			"at most once per SLO every 30 minutes.", strconv.FormatFloat(analysis.FastBurn, 'f', -1, 64))}
+		BurnRule: fmt.Sprintf("Every minute, each SLO's burn rate — the share of requests missing it over its error budget — is read over a long and a short window. "+
+			"When both reach a rule's rate (by default the Google SRE multiwindow rule: %s×, 2 %% of a 30-day budget gone in an hour, over 1 h and 5 min; slower rules such as 6h/30m:6 can be set per SLO), "+
+			"the webhook gets the verdict of the diagnosis and a link to a frozen copy of it; at most once per SLO every 30 minutes. "+
+			"A rule never needs more than half of a window's requests to miss: for a p95 SLO (5 %% budget) the hour rule fires at 10×, when half the hour's requests miss it.",
+			strconv.FormatFloat(analysis.FastBurn, 'f', -1, 64))}
 	slos, err := s.deps.PG.ListSLOs(ctx, int64(project))
 	if err != nil {
 		return v, s.storeError(err)

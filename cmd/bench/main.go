@@ -122,7 +122,7 @@ func queryCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&o.DatabaseURL, "database-url", databaseURL(), "PostgreSQL for the app serving /api/v1 (a fresh schema is made)")
 	var windows, ops string
 	fs.StringVar(&windows, "windows", "", "comma-separated windows to measure (1h,24h,7d; empty = all)")
-	fs.StringVar(&ops, "ops", "", "comma-separated pages to measure (list,series,overview,diagnose,compare; empty = all)")
+	fs.StringVar(&ops, "ops", "", "comma-separated pages to measure (list,series,overview,diagnose,compare,episodes; empty = all)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the page measurements (not the load); the HTTP ones go to FILE.http")
 	fs.IntVar(&o.MaxRows, "max-rows", 0, "rows a diagnosis loads per window (default analysis.DefaultMaxRows)")
 	statements := fs.Bool("statements", false, "log each statement's engine time (FORMAT Null) to stderr")

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
+	"github.com/tokenpath/tokenpath/analysis/episode"
 	"github.com/tokenpath/tokenpath/app"
 	"github.com/tokenpath/tokenpath/app/apptest/uiclient"
 	"github.com/tokenpath/tokenpath/config"
@@ -250,7 +251,7 @@ func runQuery(ctx context.Context, opts queryOptions) (*queryReport, error) {
 				if opts.OnlyWhatIf || len(opts.Windows) > 0 && !slices.Contains(opts.Windows, w.name) {
 					continue
 				}
-				for _, op := range []string{"newest", "list", "series", "overview", "diagnose", "compare"} {
+				for _, op := range []string{"newest", "list", "series", "overview", "diagnose", "compare", "episodes"} {
 					if len(opts.Ops) > 0 && !slices.Contains(opts.Ops, op) {
 						continue
 					}
@@ -541,6 +542,9 @@ func statements(op string, project uint32, window, before diagnose.Range, rough 
 	case "compare":
 		return []statement{loadStatement(project, window, rough, maxRows), loadStatement(project, before, rough, maxRows),
 			metricsStatement(project, diagnose.Buckets(window), window, before)}
+	case "episodes":
+		sql, args := analysis.EpisodeMinutesSQL(project, window.From, window.To)
+		return []statement{{sql, args}}
 	}
 	return nil
 }
@@ -562,6 +566,14 @@ func runOp(ctx context.Context, q *analysis.Queries, d *dataset, op string, w ti
 		_, err = q.Diagnose(ctx, dr)
 	case "compare":
 		_, err = q.Compare(ctx, d.project, before, window, "", "", nil)
+	case "episodes":
+		// What the episode detector's pass reads and computes for the
+		// window (it reads 26 h; the store write is a few rows).
+		var minutes map[string][]episode.Minute
+		minutes, err = q.EpisodeMinutes(ctx, d.project, window.From, window.To)
+		for _, m := range minutes {
+			episode.Detect(m, episode.Config{})
+		}
 	}
 	return err
 }
@@ -663,6 +675,9 @@ func measureHTTP(ctx context.Context, dataDir, dbURL string, d *dataset, res *si
 	for _, t := range res.Ops {
 		if t.Err != "" || median(t.API) >= slowPage {
 			continue // slower than a page may be: not repeated over HTTP
+		}
+		if t.Op == "episodes" {
+			continue // a worker's pass: pages read its stored episodes
 		}
 		var w time.Duration
 		for _, x := range windows {
