@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -289,7 +290,7 @@ func (a *Assembler) step(ctx context.Context) (n int, more bool, err error) {
 		return 0, false, err
 	}
 	a.times.since("watermark", t)
-	p := pass{after: wm, upper: upper, unfinished: unfinished}
+	p := pass{after: wm, upper: upper, unfinished: unfinished, joined: map[string]bool{}}
 	if unfinished && a.Log != nil {
 		a.Log.Info("an earlier pass was cut short after it began writing; this pass reads the existing rows of fresh traces too",
 			"watermark", wm, "traces", n)
@@ -358,6 +359,9 @@ type pass struct {
 	// did not save its watermark (markWriting): traces first stored since
 	// after may have rows already.
 	unfinished bool
+	// joined holds the traces a join rewrote beyond its own statement's
+	// (assembler_join.go): a later statement of the pass reads their rows.
+	joined map[string]bool
 }
 
 // assemble rebuilds the rows of the given traces of one project (those
@@ -396,6 +400,7 @@ func (a *Assembler) assemble(ctx context.Context, p pass, project uint32, traceI
 	// before the next is decoded (QuerySpanCores).
 	events := passEvents{a: a, project: project}
 	reqs := make([]telemetry.LLMRequest, 0, len(traceIDs)) // about a request a trace
+	var halves []assemble.Half                             // calls the traces leave unpaired
 	var batchErr error
 	spans := 0
 	err = a.CH.QuerySpanCores(ctx, a.batchSpans, func(batch []telemetry.Span) error {
@@ -407,7 +412,8 @@ func (a *Assembler) assemble(ctx context.Context, p pass, project uint32, traceI
 			return err
 		}
 		t = a.times.since("events", t)
-		reqs = append(reqs, assemble.Traces(batch, hist, a.Options)...)
+		r, h := assemble.TracesJoined(batch, hist, a.Options, nil)
+		reqs, halves = append(reqs, r...), append(halves, h...)
 		t = a.times.since("derive", t)
 		return nil
 	}, query+assemblyReadSettings, spansArgs...)
@@ -421,6 +427,17 @@ func (a *Assembler) assemble(ctx context.Context, p pass, project uint32, traceI
 	if spans == 0 {
 		return nil
 	}
+	var j joined
+	if len(halves) > 0 {
+		if j, err = a.join(ctx, project, traceIDs, halves); err != nil {
+			return err
+		}
+		reqs = j.apply(reqs)
+		for _, id := range j.touched {
+			p.joined[id] = true
+		}
+		t = a.times.since("join", t)
+	}
 
 	// Rows an earlier pass wrote that this one no longer produces (e.g. a
 	// server-only row replaced once the client span arrived) get tombstones.
@@ -431,8 +448,8 @@ func (a *Assembler) assemble(ctx context.Context, p pass, project uint32, traceI
 	// Traces first stored since the pass's start have no rows unless a
 	// pass over them was cut short after writing some.
 	live := map[string]*telemetry.LLMRequest{}
-	if !fresh || p.unfinished {
-		er, err := a.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+", toInt64(version) AS row_version, is_deleted FROM llm_requests PREWHERE project_id = ?"+within+" AND trace_id IN ?"+assemblyReadSettings,
+	if !fresh || p.unfinished || len(p.joined) > 0 && slices.ContainsFunc(traceIDs, func(id string) bool { return p.joined[id] }) {
+		er, err := a.CH.Query(ctx, "SELECT "+existingRowColumns+" FROM llm_requests PREWHERE project_id = ?"+within+" AND trace_id IN ?"+assemblyReadSettings,
 			append(append([]any{project}, args...), clickhouse.StringSet(traceIDs))...)
 		if err != nil {
 			return fmt.Errorf("load existing requests: %w", err)
@@ -443,6 +460,14 @@ func (a *Assembler) assemble(ctx context.Context, p pass, project uint32, traceI
 		for _, old := range liveRequests(er) {
 			live[rowKey(old)] = &old
 		}
+	}
+	// Traces a pairing reached beyond the pass have rows of their own.
+	touched, err := a.storedRows(ctx, project, j.touched)
+	if err != nil {
+		return err
+	}
+	for _, old := range touched {
+		live[rowKey(old)] = &old
 	}
 	t = a.times.since("existing", t)
 	var changed, replaced []telemetry.LLMRequest
@@ -615,6 +640,7 @@ const freshSpans = " AND inserted_at > ? AND inserted_at <= ?"
 // tombstone.
 func liveRequests(r *clickhouse.Result) []telemetry.LLMRequest {
 	rows := clickhouse.ScanRequests(r)
+	clickhouse.ScanJoins(r, rows)
 	type best struct {
 		i       int
 		version int64

@@ -22,6 +22,7 @@ var passStages = []string{
 	"events",    // scaling events near the inference spans
 	"existing",  // the rows earlier passes wrote
 	"derive",    // building the requests and comparing them (Go)
+	"join",      // pairing calls across traces (assembler_join.go)
 	"write",     // inserting new rows, retractions and tombstones
 	"watermark", // saving progress in PostgreSQL
 }
@@ -36,7 +37,7 @@ type passTimes struct {
 func (p *passTimes) counters() *prometheus.CounterVec {
 	p.once.Do(func() {
 		p.vec = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokenpath_assembler_seconds_total",
-			Help: "Time assembler passes spent, by stage (find, traces, bounds, spans, events, existing, derive, write, watermark)."}, []string{"stage"})
+			Help: "Time assembler passes spent, by stage (find, traces, bounds, spans, events, existing, derive, join, write, watermark)."}, []string{"stage"})
 		for _, s := range passStages {
 			p.vec.WithLabelValues(s)
 		}

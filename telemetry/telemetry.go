@@ -160,7 +160,22 @@ type LLMRequest struct {
 	CallIndex int
 	Route     string
 	Tenant    string
+	// Join says how the client call and the server span were paired: by
+	// trace context (JoinTrace), or across traces by id (JoinID) or by a
+	// unique match (JoinMatch); "" when the request has only one side.
+	Join string
+	// ServerTraceID and ServerSpanID name the server span of the request
+	// when it came from another trace (JoinID, JoinMatch).
+	ServerTraceID string
+	ServerSpanID  string
 }
+
+// How a request's client call and server span were paired (LLMRequest.Join).
+const (
+	JoinTrace = "trace"
+	JoinID    = "id"
+	JoinMatch = "match"
+)
 
 // Equal reports whether two requests hold the same values (pointers
 // compared by what they point to, starts as instants): the assembler leaves
@@ -174,7 +189,8 @@ func (r *LLMRequest) Equal(o *LLMRequest) bool {
 		samePtr(r.E2E, o.E2E) && samePtr(r.ITL, o.ITL) && samePtr(r.ColdStartWait, o.ColdStartWait) &&
 		samePtr(r.InputTokens, o.InputTokens) && samePtr(r.OutputTokens, o.OutputTokens) &&
 		r.ColdStart == o.ColdStart && r.Error == o.Error && r.CallIndex == o.CallIndex &&
-		r.Route == o.Route && r.Tenant == o.Tenant
+		r.Route == o.Route && r.Tenant == o.Tenant && r.Join == o.Join &&
+		r.ServerTraceID == o.ServerTraceID && r.ServerSpanID == o.ServerSpanID
 }
 
 func samePtr[T comparable](a, b *T) bool {

@@ -29,6 +29,7 @@ type Queries interface {
 	Series(ctx context.Context, d analysis.DiagnoseRequest) ([]diagnose.Bucket, float64, error)
 	Compare(ctx context.Context, project uint32, a, b diagnose.Range, service, model string, prices map[string]diagnose.Price) (diagnose.Comparison, error)
 	Trace(ctx context.Context, project uint32, traceID string) ([]telemetry.Span, []telemetry.LLMRequest, error)
+	FillJoins(ctx context.Context, project uint32, traceID string, spans []telemetry.Span, reqs []telemetry.LLMRequest) (analysis.TraceJoins, error)
 }
 
 // Keys resolves API keys to projects.
@@ -189,13 +190,19 @@ type requestJSON struct {
 	ColdStart       bool      `json:"cold_start"`
 	Error           bool      `json:"error"`
 	CallIndex       int       `json:"call_index"`
+	// Join, ServerTraceID and ServerSpanID say how the request was paired
+	// (trace, id, match); the trace API sets them, lists leave them out.
+	Join          string `json:"join,omitempty"`
+	ServerTraceID string `json:"server_trace_id,omitempty"`
+	ServerSpanID  string `json:"server_span_id,omitempty"`
 }
 
 func toRequestJSON(r telemetry.LLMRequest) requestJSON {
 	return requestJSON{TraceID: r.TraceID, SpanID: r.SpanID, Service: r.Service, ServerService: r.ServerService, Model: r.Model,
 		Provider: r.Provider, Instance: r.Instance, Route: r.Route, Tenant: r.Tenant, Start: r.Start, TTFTMs: r.TTFT, PreInferenceMs: r.PreInference, QueueMs: r.Queue,
 		PrefillMs: r.Prefill, NetworkMs: r.Network, DecodeMs: r.Decode, E2EMs: r.E2E, ITLMs: r.ITL, ColdStartWaitMs: r.ColdStartWait,
-		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, ColdStart: r.ColdStart, Error: r.Error, CallIndex: r.CallIndex}
+		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, ColdStart: r.ColdStart, Error: r.Error, CallIndex: r.CallIndex,
+		Join: r.Join, ServerTraceID: r.ServerTraceID, ServerSpanID: r.ServerSpanID}
 }
 
 func (s *Server) requestFilter(c echo.Context) (analysis.RequestFilter, error) {
@@ -352,6 +359,10 @@ func (s *Server) apiTrace(c echo.Context) error {
 	if len(spans) == 0 {
 		return echo.NewHTTPError(http.StatusNotFound, "no trace "+id+" in this project")
 	}
+	joins, err := s.deps.Queries.FillJoins(c.Request().Context(), projectOf(c), id, spans, reqs)
+	if err != nil {
+		return s.internal(err)
+	}
 	out := make([]requestJSON, len(reqs))
 	for i, r := range reqs {
 		out[i] = toRequestJSON(r)
@@ -360,7 +371,20 @@ func (s *Server) apiTrace(c echo.Context) error {
 	for i := range spans {
 		sj[i] = toSpanJSON(&spans[i])
 	}
-	return c.JSON(http.StatusOK, map[string]any{"spans": sj, "requests": out})
+	taken := make([]takenJSON, len(joins.TakenBy))
+	for i, t := range joins.TakenBy {
+		taken[i] = takenJSON(t)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"spans": sj, "requests": out, "joined_elsewhere": taken})
+}
+
+// takenJSON is a server span of a trace counted in a request of another
+// trace (joined by id or match).
+type takenJSON struct {
+	ServerSpanID string `json:"server_span_id"`
+	TraceID      string `json:"trace_id"`
+	SpanID       string `json:"span_id"`
+	Join         string `json:"join"`
 }
 
 // spanJSON is one span of a trace in the public API shape: the names of

@@ -408,7 +408,14 @@ func (s *Server) requestDetailPage(c echo.Context) error {
 		}
 		return echo.NewHTTPError(http.StatusNotFound, msg)
 	}
+	joins, err := s.deps.Queries.FillJoins(c.Request().Context(), projectOf(c), id, spans, reqs)
+	if err != nil {
+		return s.internal(err)
+	}
 	v := traceDetailView(id, spans, reqs, time.Now().UTC(), true)
+	if len(reqs) == 0 && len(joins.TakenBy) > 0 {
+		v.Note = takenNote(joins.TakenBy)
+	}
 	v.Share = shareBox(c, share.TracePath(id), "Freeze this trace into a link anyone can open, without logging in; it outlives the spans' retention")
 	v.Page = s.page(c, "Trace "+id[:8]+"…", "requests")
 	return render(c, http.StatusOK, views.RequestDetail(v))
@@ -748,6 +755,7 @@ func callView(r *telemetry.LLMRequest, i int, now time.Time) views.LLMCallView {
 		{Label: "Instance", Value: orNone(r.Instance)},
 		{Label: "Tokens in / out", Value: humanTokens(r.InputTokens) + " / " + humanTokens(r.OutputTokens)},
 		{Label: "ITL", Value: views.HumanMsPtr(r.ITL)},
+		{Label: "Joined", Value: joinWords(r)},
 	}
 	share := func(p *float64) string {
 		if p == nil || r.E2E == nil || *r.E2E <= 0 {
@@ -840,3 +848,39 @@ func clampPct(x float64) float64 { return max(0, min(100, x)) }
 
 // pctAttr writes an SVG length in percent.
 func pctAttr(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) + "%" }
+
+// joinWords says how a request's client call and server span were paired.
+func joinWords(r *telemetry.LLMRequest) string {
+	server := ""
+	if r.ServerSpanID != "" {
+		server = " to server span " + r.ServerSpanID + " of trace " + r.ServerTraceID
+	}
+	switch r.Join {
+	case telemetry.JoinTrace:
+		return "by trace context"
+	case telemetry.JoinID:
+		return "by id (gen_ai.request.id = gen_ai.response.id)" + server
+	case telemetry.JoinMatch:
+		return "by a unique match of input tokens, model, address and time" + server
+	case "":
+		if r.ServerService != "" && r.ServerService == r.Service {
+			return "not joined: a server span with no client call found"
+		}
+		if r.ServerService == "" {
+			return "not joined: no server span found for this call"
+		}
+	}
+	return noValue
+}
+
+// takenNote tells, on the page of a trace whose server span counts in a
+// request of another trace, where that request is.
+func takenNote(taken []analysis.TakenSpan) string {
+	t := taken[0]
+	how := "by id"
+	if t.Join == telemetry.JoinMatch {
+		how = "by a unique match"
+	}
+	return fmt.Sprintf("The server span %s of this trace arrived without trace context; it was joined %s to the LLM call %s of trace %s, and is counted there.",
+		t.ServerSpanID, how, t.SpanID, t.TraceID)
+}

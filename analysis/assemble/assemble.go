@@ -77,6 +77,12 @@ func Trace(spans []telemetry.Span, hist *InstanceHistory, opt Options) []telemet
 // ProjectID so equal starts still sort the same way every time. spans is not
 // modified.
 func Traces(spans []telemetry.Span, hist *InstanceHistory, opt Options) []telemetry.LLMRequest {
+	return traces(spans, hist, opt, nil, nil)
+}
+
+// traces is Traces with pairings across traces applied (joins, may be nil)
+// and, when halves is not nil, the unpaired halves collected into it.
+func traces(spans []telemetry.Span, hist *InstanceHistory, opt Options, joins *Joins, halves *[]Half) []telemetry.LLMRequest {
 	set := make([]*telemetry.Span, len(spans))
 	llmSpans := 0
 	for i := range spans {
@@ -91,6 +97,7 @@ func Traces(spans []telemetry.Span, hist *InstanceHistory, opt Options) []teleme
 	set = dedupe(set)
 
 	a := newAssembler(hist, opt, len(set))
+	a.joins, a.halves = joins, halves
 	out := make([]telemetry.LLMRequest, 0, llmSpans)
 	for i := 0; i < len(set); {
 		j := i + 1

@@ -82,7 +82,7 @@ func vllmTrace() []telemetry.Span {
 // vllmWant is the decomposition of vllmTrace.
 func vllmWant() telemetry.LLMRequest {
 	return telemetry.LLMRequest{
-		ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", ServerService: "vllm",
+		ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", ServerService: "vllm", Join: telemetry.JoinTrace,
 		Model: "llama-3-8b", Provider: "openai", Instance: "vllm-0", Start: at(120),
 		TTFT: f(450), PreInference: f(120), Queue: f(50), Prefill: f(300), Network: f(70),
 		Decode: f(1550), E2E: f(2000), ITL: f(15.5), InputTokens: n(1200), OutputTokens: n(101),
@@ -122,7 +122,7 @@ func scaleTrace() []telemetry.Span {
 
 func scaleWant(cold bool) telemetry.LLMRequest {
 	r := telemetry.LLMRequest{
-		ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", ServerService: "vllm",
+		ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", ServerService: "vllm", Join: telemetry.JoinTrace,
 		Model: "llama-3-8b", Provider: "vllm", Instance: "vllm-3", Start: at(0),
 		TTFT: f(5600), PreInference: f(0), Queue: f(0), Prefill: f(500), Network: f(5100),
 		Decode: f(1400), E2E: f(7000), Route: "chat",
@@ -222,11 +222,11 @@ func TestTraces(t *testing.T) {
 				return s
 			}(),
 			want: []telemetry.LLMRequest{
-				{ProjectID: 1, TraceID: "trace-1", SpanID: "c9", Service: "app", ServerService: "vllm",
+				{ProjectID: 1, TraceID: "trace-1", SpanID: "c9", Service: "app", ServerService: "vllm", Join: telemetry.JoinTrace,
 					Model: "llama-3-8b", Provider: "vllm", Instance: "vllm-0", Start: at(100),
 					TTFT: f(200), PreInference: f(100), Queue: f(10), Prefill: f(90), Network: f(100),
 					Decode: f(800), E2E: f(1000), ITL: f(80), OutputTokens: n(11), CallIndex: 0, Route: "agent.run"},
-				{ProjectID: 1, TraceID: "trace-1", SpanID: "c5", Service: "app", ServerService: "vllm",
+				{ProjectID: 1, TraceID: "trace-1", SpanID: "c5", Service: "app", ServerService: "vllm", Join: telemetry.JoinTrace,
 					Model: "llama-3-8b", Provider: "vllm", Instance: "vllm-1", Start: at(2100),
 					TTFT: f(300), PreInference: f(2100), Queue: f(20), Prefill: f(230), Network: f(50),
 					Decode: f(1700), E2E: f(2000), CallIndex: 1, Route: "agent.run"},
@@ -244,7 +244,7 @@ func TestTraces(t *testing.T) {
 				server("s1", "c1", "vllm-0", 130, 1100, telemetry.LLMCall{QueueTime: d(20), ServerTTFT: d(250)}),
 			},
 			want: []telemetry.LLMRequest{{
-				ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", ServerService: "vllm",
+				ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", ServerService: "vllm", Join: telemetry.JoinTrace,
 				Model: "llama-3-8b", Provider: "vllm", Instance: "vllm-0", Start: at(120),
 				TTFT: f(300), Queue: f(20), Prefill: f(230), Network: f(50), Decode: f(700), E2E: f(1000),
 				Tenant: "t-9",
@@ -303,7 +303,7 @@ func TestTraces(t *testing.T) {
 			spans: coldTrace(),
 			hist:  firstSeen("vllm-7", -10_000),
 			want: []telemetry.LLMRequest{{
-				ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", ServerService: "vllm",
+				ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", ServerService: "vllm", Join: telemetry.JoinTrace,
 				Model: "llama-3-8b", Provider: "vllm", Instance: "vllm-7", Start: at(100),
 				TTFT: f(8500), PreInference: f(100), Queue: f(20), Prefill: f(330), Network: f(100),
 				Decode: f(1000), E2E: f(9500), ITL: f(50), ColdStartWait: f(8000), OutputTokens: n(21),
@@ -315,7 +315,7 @@ func TestTraces(t *testing.T) {
 			spans: coldTrace(),
 			hist:  firstSeen("vllm-7", -3_600_000),
 			want: []telemetry.LLMRequest{{
-				ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", ServerService: "vllm",
+				ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", ServerService: "vllm", Join: telemetry.JoinTrace,
 				Model: "llama-3-8b", Provider: "vllm", Instance: "vllm-7", Start: at(100),
 				TTFT: f(8500), PreInference: f(100), Queue: f(20), Prefill: f(330), Network: f(8100),
 				Decode: f(1000), E2E: f(9500), ITL: f(50), OutputTokens: n(21), Route: "/chat",
@@ -327,7 +327,7 @@ func TestTraces(t *testing.T) {
 			hist:  firstSeen("vllm-7", -10_000),
 			opt:   Options{ColdStartWindow: 5 * time.Second},
 			want: []telemetry.LLMRequest{{
-				ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", ServerService: "vllm",
+				ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", ServerService: "vllm", Join: telemetry.JoinTrace,
 				Model: "llama-3-8b", Provider: "vllm", Instance: "vllm-7", Start: at(100),
 				TTFT: f(8500), PreInference: f(100), Queue: f(20), Prefill: f(330), Network: f(8100),
 				Decode: f(1000), E2E: f(9500), ITL: f(50), OutputTokens: n(21), Route: "/chat",
@@ -429,7 +429,7 @@ func TestTraces(t *testing.T) {
 				server("sb", "c1", "vllm-1", 700, 2100, telemetry.LLMCall{QueueTime: d(5), PrefillTime: d(200), ServerTTFT: d(205)}),
 			},
 			want: []telemetry.LLMRequest{{
-				ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", ServerService: "vllm",
+				ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", ServerService: "vllm", Join: telemetry.JoinTrace,
 				Provider: "vllm", Instance: "vllm-1", Start: at(120), TTFT: f(450), PreInference: f(0),
 				Queue: f(5), Prefill: f(200), Decode: f(1550), E2E: f(2000), Route: "chat",
 			}},
@@ -443,7 +443,7 @@ func TestTraces(t *testing.T) {
 				server("s1", "c2", "vllm-0", 150, 2100, telemetry.LLMCall{QueueTime: d(50), PrefillTime: d(300), ServerTTFT: d(380)}),
 			},
 			want: []telemetry.LLMRequest{{
-				ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", ServerService: "vllm",
+				ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", ServerService: "vllm", Join: telemetry.JoinTrace,
 				Model: "llama-3-8b", Provider: "openai", Instance: "vllm-0", Start: at(120),
 				TTFT: f(410), PreInference: f(120), Queue: f(50), Prefill: f(300), Network: f(30),
 				Decode: f(1590), E2E: f(2000), ITL: f(15.9), OutputTokens: n(101), Route: "POST /chat",

@@ -22,6 +22,10 @@ type call struct {
 	servers int
 	// root is the trace root above the call, nil when it has not arrived.
 	root *telemetry.Span
+	// join says how client and server were paired (telemetry.JoinTrace
+	// …); across says the server span came from another trace.
+	join   string
+	across bool
 }
 
 // climbed is what walking up the parent chain of an LLM span found.
@@ -41,6 +45,11 @@ type assembler struct {
 
 	climbed []climbed
 	calls   []call
+
+	// joins pairs calls across traces (nil: none); halves, when set,
+	// collects what each trace leaves unpaired.
+	joins  *Joins
+	halves *[]Half
 }
 
 func newAssembler(hist *InstanceHistory, opt Options, spans int) *assembler {
@@ -117,7 +126,19 @@ func (a *assembler) trace(spans []*telemetry.Span, out []telemetry.LLMRequest) [
 	first := len(out)
 	a.slab.reserve(len(calls))
 	for i := range calls {
-		out = append(out, a.decompose(&calls[i]))
+		c := &calls[i]
+		if c.client != nil && c.server != nil {
+			c.join = telemetry.JoinTrace
+		}
+		if a.joins != nil && !a.pairAcross(c) {
+			continue // a server span counted in its client's request
+		}
+		if a.halves != nil && c.join == "" {
+			if h, ok := c.half(); ok {
+				*a.halves = append(*a.halves, h)
+			}
+		}
+		out = append(out, a.decompose(c))
 	}
 	rows := out[first:]
 	slices.SortFunc(rows, func(x, y telemetry.LLMRequest) int {
@@ -130,6 +151,28 @@ func (a *assembler) trace(spans []*telemetry.Span, out []telemetry.LLMRequest) [
 		rows[i].CallIndex = i
 	}
 	return out
+}
+
+// pairAcross applies the joins to an unpaired call: a client call takes
+// its server spans from other traces; a server span taken by a client call
+// of another trace yields no request (false).
+func (a *assembler) pairAcross(c *call) bool {
+	switch {
+	case c.client != nil && c.server == nil:
+		p, ok := a.joins.Servers[KeyOf(c.client)]
+		if !ok {
+			return true
+		}
+		c.join, c.across, c.servers = p.Method, true, len(p.Spans)
+		for _, s := range p.Spans {
+			if c.server == nil || finishedLater(s, c.server) {
+				c.server = s
+			}
+		}
+	case c.client == nil:
+		return !a.joins.Taken[KeyOf(c.server)]
+	}
+	return true
 }
 
 func findCall(calls []call, spanID string) (int, bool) {

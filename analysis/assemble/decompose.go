@@ -27,6 +27,10 @@ func (a *assembler) decompose(c *call) telemetry.LLMRequest {
 		r.ServerService = server.Service
 		r.Instance = server.Instance
 	}
+	r.Join = c.join
+	if c.across {
+		r.ServerTraceID, r.ServerSpanID = server.TraceID, server.SpanID
+	}
 
 	// Descriptive fields: a wrapped call counts as its innermost client
 	// (the SDK's own span under a framework or OpenLIT wrapper names the

@@ -212,6 +212,7 @@ func RequestsRewriteBatch(reqs, deleted, replaced []telemetry.LLMRequest, versio
 		cold, isErr, isDeleted                                      = make([]uint8, n), make([]uint8, n), make([]uint8, n)
 		callIndex                                                   = make([]uint16, n)
 		versions                                                    = make([]uint64, n)
+		join, serverTrace, serverSpan                               = make([]string, n), make([]string, n), make([]string, n)
 	)
 	for i := range all {
 		r := &all[i]
@@ -224,6 +225,7 @@ func RequestsRewriteBatch(reqs, deleted, replaced []telemetry.LLMRequest, versio
 		cold[i], isErr[i] = b2u(r.ColdStart), b2u(r.Error)
 		callIndex[i] = uint16(r.CallIndex)
 		route[i], tenant[i] = r.Route, r.Tenant
+		join[i], serverTrace[i], serverSpan[i] = r.Join, r.ServerTraceID, r.ServerSpanID
 		versions[i] = version
 		if i >= len(reqs)+len(deleted) {
 			versions[i] = version - 1
@@ -257,6 +259,9 @@ func RequestsRewriteBatch(reqs, deleted, replaced []telemetry.LLMRequest, versio
 		{"call_index", "UInt16", callIndex},
 		{"route", lc, route},
 		{"tenant", "String", tenant},
+		{"join_method", lc, join},
+		{"server_trace_id", "String", serverTrace},
+		{"server_span_id", "String", serverSpan},
 		{"version", "UInt64", versions},
 		{"is_deleted", "UInt8", isDeleted},
 	}}
@@ -266,6 +271,20 @@ func RequestsRewriteBatch(reqs, deleted, replaced []telemetry.LLMRequest, versio
 const RequestColumns = `project_id, trace_id, span_id, service, server_service, model, provider, instance, start,
 	ttft_ms, pre_inference_ms, queue_ms, prefill_ms, network_ms, decode_ms, e2e_ms, itl_ms, cold_start_wait_ms,
 	input_tokens, output_tokens, cold_start, error, call_index, route, tenant`
+
+// JoinColumns say how a request was paired (migration 0021); the samples
+// and rollups do not keep them, so they are read from llm_requests only,
+// beside RequestColumns (ScanJoins).
+const JoinColumns = "join_method, server_trace_id, server_span_id"
+
+// ScanJoins sets reqs' join fields from rows of r selected with
+// JoinColumns; reqs[i] is row i.
+func ScanJoins(r *Result, reqs []telemetry.LLMRequest) {
+	for i := range reqs {
+		w := r.Row(i)
+		reqs[i].Join, reqs[i].ServerTraceID, reqs[i].ServerSpanID = w.String("join_method"), w.String("server_trace_id"), w.String("server_span_id")
+	}
+}
 
 // ScanRequests reads rows selected with RequestColumns.
 func ScanRequests(r *Result) []telemetry.LLMRequest {
