@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -210,4 +211,74 @@ func TestJoinAcrossTracesThroughReceiver(t *testing.T) {
 			t.Errorf("first client lost its match: %v", d)
 		}
 	})
+
+	// Coverage over all the cases above: per service, what was split and
+	// how it was joined; the inference service's diagnosis says its
+	// coverage is thin.
+	t.Run("coverage", func(t *testing.T) {
+		q := fmt.Sprintf("from=%s&to=%s", base.Add(-time.Minute).Format(time.RFC3339), base.Add(45*time.Minute).Format(time.RFC3339))
+		var cov struct {
+			Services []struct {
+				Service         string           `json:"service"`
+				Producers       []string         `json:"producers"`
+				Requests        int64            `json:"requests"`
+				ClientTTFT      int64            `json:"client_ttft"`
+				ServerSplit     int64            `json:"server_split"`
+				JoinedBy        map[string]int64 `json:"joined_by"`
+				ClientOnly      int64            `json:"client_only"`
+				UnmatchedServer int64            `json:"unmatched_server_spans"`
+				Advice          string           `json:"advice"`
+			} `json:"services"`
+		}
+		r.getJSON("/api/v1/coverage?"+q, &cov)
+		got := map[string]int{}
+		for i, c := range cov.Services {
+			got[c.Service] = i
+		}
+		app, ok := got["chat-app"]
+		if !ok {
+			t.Fatalf("no chat-app coverage: %+v", cov)
+		}
+		a := cov.Services[app]
+		if a.Requests != 7 || a.ClientTTFT != 7 || a.ServerSplit != 4 || a.JoinedBy["id"] != 2 || a.JoinedBy["match"] != 2 || a.ClientOnly != 3 {
+			t.Errorf("chat-app coverage %+v", a)
+		}
+		if len(a.Producers) != 1 || a.Producers[0] != "OTel GenAI semantic conventions" {
+			t.Errorf("chat-app producers %q", a.Producers)
+		}
+		v := cov.Services[got["vllm"]]
+		if v.Service != "vllm" || v.Requests != 1 || v.UnmatchedServer != 1 || v.ServerSplit != 1 || v.ClientTTFT != 0 ||
+			len(v.Producers) != 1 || v.Producers[0] != "vLLM" || v.Advice == "" {
+			t.Errorf("vllm coverage %+v", v)
+		}
+		var d struct {
+			Evidence []struct {
+				Text string `json:"text"`
+			} `json:"evidence"`
+			Coverage []json.RawMessage `json:"coverage"`
+		}
+		r.getJSON("/api/v1/diagnose?service=vllm&"+q, &d)
+		thin := false
+		for _, e := range d.Evidence {
+			thin = thin || strings.HasPrefix(e.Text, "Thin coverage: 0% of vllm's 1 requests have a client TTFT")
+		}
+		if !thin || len(d.Coverage) != 1 {
+			t.Errorf("diagnosis of vllm: evidence %+v, coverage %d services; want a thin-coverage line and one service", d.Evidence, len(d.Coverage))
+		}
+	})
+}
+
+// getJSON GETs an API path into v.
+func (r joinRig) getJSON(path string, v any) {
+	r.t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+r.srv.HTTPAddr+path, nil)
+	req.Header.Set("Authorization", "Bearer "+apptest.Key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil || resp.StatusCode != 200 {
+		r.t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
+	}
 }

@@ -30,6 +30,7 @@ type Source interface {
 	DiagnoseWithSlowest(ctx context.Context, d analysis.DiagnoseRequest, n int) (diagnose.Diagnosis, []telemetry.LLMRequest, error)
 	Compare(ctx context.Context, project uint32, a, b diagnose.Range, service, model string, prices map[string]diagnose.Price) (diagnose.Comparison, error)
 	Trace(ctx context.Context, project uint32, traceID string) ([]telemetry.Span, []telemetry.LLMRequest, error)
+	Coverage(ctx context.Context, project uint32, from, to time.Time, service string) ([]analysis.ServiceCoverage, error)
 }
 
 // Settings supplies per-project SLOs and model prices; optional.
@@ -342,7 +343,14 @@ func (s *Service) Diagnose(ctx context.Context, project uint32, p DiagnoseParams
 	if slow == nil {
 		slow = []telemetry.LLMRequest{}
 	}
-	return &DiagnoseData{Params: p, Diagnosis: d, Slowest: slow, Guard: guard}, nil
+	cov, err := s.Source.Coverage(ctx, project, p.Window.From, p.Window.To, p.Service)
+	if err != nil {
+		return nil, err
+	}
+	if p.Service != "" && len(cov) == 1 {
+		analysis.CoverageEvidence(&d, cov[0])
+	}
+	return &DiagnoseData{Params: p, Diagnosis: d, Slowest: slow, Guard: guard, Coverage: cov}, nil
 }
 
 // Compare computes the compare page's data.

@@ -131,6 +131,10 @@ func (f *fakeSource) Trace(context.Context, uint32, string) ([]telemetry.Span, [
 	return nil, nil, nil
 }
 
+func (f *fakeSource) Coverage(context.Context, uint32, time.Time, time.Time, string) ([]analysis.ServiceCoverage, error) {
+	return nil, nil
+}
+
 // fakeLinks keeps links in memory.
 type fakeLinks struct{ rows []postgres.ShareLink }
 

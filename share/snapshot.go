@@ -50,6 +50,9 @@ type DiagnoseData struct {
 	Slowest   []telemetry.LLMRequest `json:"slowest"` // by TTFT, at most SlowestShown
 	// Guard is how the default baseline and objective were chosen.
 	Guard analysis.BaselineGuard `json:"guard"`
+	// Coverage is the window's coverage of the diagnosed service (of every
+	// service without one).
+	Coverage []analysis.ServiceCoverage `json:"coverage,omitempty"`
 }
 
 // CompareData is everything the compare page shows.

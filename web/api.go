@@ -30,6 +30,7 @@ type Queries interface {
 	Compare(ctx context.Context, project uint32, a, b diagnose.Range, service, model string, prices map[string]diagnose.Price) (diagnose.Comparison, error)
 	Trace(ctx context.Context, project uint32, traceID string) ([]telemetry.Span, []telemetry.LLMRequest, error)
 	FillJoins(ctx context.Context, project uint32, traceID string, spans []telemetry.Span, reqs []telemetry.LLMRequest) (analysis.TraceJoins, error)
+	Coverage(ctx context.Context, project uint32, from, to time.Time, service string) ([]analysis.ServiceCoverage, error)
 }
 
 // Keys resolves API keys to projects.
@@ -296,7 +297,35 @@ func (s *Server) apiDiagnose(c echo.Context) error {
 	if wm, behind := s.assemblyBehind(c.Request().Context(), time.Now()); behind && out.Window.To.After(wm) {
 		out.AssembledThrough = &wm
 	}
-	return c.JSON(http.StatusOK, out)
+	cov, err := s.deps.Queries.Coverage(c.Request().Context(), d.Project, out.Window.From, out.Window.To, d.Service)
+	if err != nil {
+		return s.internal(err)
+	}
+	if d.Service != "" && len(cov) == 1 {
+		analysis.CoverageEvidence(&out, cov[0])
+	}
+	return c.JSON(http.StatusOK, diagnoseJSON{Diagnosis: out, Coverage: cov})
+}
+
+// diagnoseJSON is a diagnosis with the coverage of what it read.
+type diagnoseJSON struct {
+	diagnose.Diagnosis
+	Coverage []analysis.ServiceCoverage `json:"coverage"`
+}
+
+// apiCoverage answers GET /api/v1/coverage?from&to[&service]: per service,
+// the producers detected, the requests with a client TTFT and a server
+// split, how they were joined, and what to turn on to cover more.
+func (s *Server) apiCoverage(c echo.Context) error {
+	w, err := window(c, "from", "to", time.Now())
+	if err != nil {
+		return err
+	}
+	cov, err := s.deps.Queries.Coverage(c.Request().Context(), projectOf(c), w.From, w.To, c.QueryParam("service"))
+	if err != nil {
+		return s.internal(err)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"from": w.From, "to": w.To, "services": cov})
 }
 
 func (s *Server) apiSeries(c echo.Context) error {

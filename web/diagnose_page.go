@@ -310,6 +310,7 @@ func diagnoseView(data *share.DiagnoseData, live bool) views.DiagnoseView {
 	for _, e := range d.Evidence {
 		v.Evidence = append(v.Evidence, views.Finding{N: e.N, Text: e.Text})
 	}
+	v.Coverage = coverageRows(data.Coverage)
 	q := url.Values{}
 	if p.Service != "" {
 		q.Set("service", p.Service)
@@ -885,4 +886,21 @@ func slowRow(r telemetry.LLMRequest) views.SlowRequestRow {
 		row.InputTokens = views.HumanTokens(float64(*r.InputTokens))
 	}
 	return row
+}
+
+// coverageRows lays out the window's coverage per service.
+func coverageRows(cov []analysis.ServiceCoverage) []views.CoverageRow {
+	rows := make([]views.CoverageRow, 0, len(cov))
+	pct := func(c analysis.ServiceCoverage, n int64) string { return humanPct(c.Share(n)) }
+	for _, c := range cov {
+		producers := strings.Join(c.Producers, ", ")
+		if producers == "" {
+			producers = noValue
+		}
+		rows = append(rows, views.CoverageRow{Service: c.Service, Producers: producers, Requests: views.HumanInt(int(c.Requests)),
+			ClientTTFT: pct(c, c.ClientTTFT), ServerSplit: pct(c, c.ServerSplit),
+			Joined:    fmt.Sprintf("%d / %d / %d", c.JoinedBy["trace"], c.JoinedBy["id"], c.JoinedBy["match"]),
+			Unmatched: views.HumanInt(int(c.UnmatchedServer)), Advice: c.Advice})
+	}
+	return rows
 }

@@ -112,6 +112,7 @@ func New(d Deps) *echo.Echo {
 	api.GET("/compare", s.apiCompare)
 	api.GET("/services", s.apiServices)
 	api.GET("/traces/:id", s.apiTrace)
+	api.GET("/coverage", s.apiCoverage)
 	api.POST("/events", s.apiEvents)
 	s.apiShareRoutes(api)
 	e.HTTPErrorHandler = s.errorHandler
