@@ -80,9 +80,10 @@ func (c *call) half() (Half, bool) {
 	switch {
 	case c.client != nil && c.server == nil:
 		h := Half{Key: KeyOf(c.client), Start: c.client.Start, End: c.client.End}
-		// The outer span may be a framework wrapper: the nested client
-		// span (the SDK's) states what the wrapper leaves out.
-		for _, s := range [...]*telemetry.Span{c.client, c.hop} {
+		// A wrapped call counts as its innermost client (decompose): the
+		// SDK's own span names the id, model, tokens and address as the
+		// provider returned them.
+		for _, s := range [...]*telemetry.Span{c.hop, c.client} {
 			if s == nil {
 				continue
 			}
