@@ -157,19 +157,34 @@ func (a *Assembler) candidateTraces(ctx context.Context, project uint32, halves 
 	var server, client []string
 	var args []any
 	args = append(args, project, lo.Add(-joinLookupSlack), hi.Add(joinLookupSlack))
+	// A match needs the server span within its client span (MatchTolerance),
+	// so candidates by tokens come from narrower ranges than ids: a server
+	// starts within the halves' range, a client may start before it (a
+	// held request).
+	between := func(from, to time.Time) string {
+		const layout = "2006-01-02 15:04:05.999999999"
+		return fmt.Sprintf(" AND start >= toDateTime64('%s', 9, 'UTC') AND start <= toDateTime64('%s', 9, 'UTC')",
+			from.UTC().Format(layout), to.UTC().Format(layout))
+	}
+	serverNear := between(lo.Add(-assemble.MatchTolerance), hi.Add(assemble.MatchTolerance))
+	clientNear := between(lo.Add(-joinLookupSlack), hi.Add(assemble.MatchTolerance))
 	if len(requestIDs) > 0 {
 		server = append(server, "hasAny(?, "+assemble.RequestIDFormsSQL("response_id")+")")
 		args = append(args, slices.Compact(slices.Sorted(slices.Values(requestIDs))))
 	}
 	if len(serverTokens) > 0 {
-		server = append(server, "input_tokens IN ("+strings.Join(slices.Compact(slices.Sorted(slices.Values(serverTokens))), ",")+")")
+		// Only a root server span is a match candidate of a client call:
+		// one with a parent is, nearly always, below its client already
+		// (trace context propagated), and a busy self-hosted service has
+		// many such spans of every prompt length.
+		server = append(server, "(parent_span_id = '' AND input_tokens IN ("+strings.Join(slices.Compact(slices.Sorted(slices.Values(serverTokens))), ",")+")"+serverNear+")")
 	}
 	if len(responseIDs) > 0 {
 		client = append(client, "has(?, response_id)")
 		args = append(args, slices.Compact(slices.Sorted(slices.Values(responseIDs))))
 	}
 	if len(clientTokens) > 0 {
-		client = append(client, "input_tokens IN ("+strings.Join(slices.Compact(slices.Sorted(slices.Values(clientTokens))), ",")+")")
+		client = append(client, "(input_tokens IN ("+strings.Join(slices.Compact(slices.Sorted(slices.Values(clientTokens))), ",")+")"+clientNear+")")
 	}
 	var either []string
 	if len(server) > 0 {
