@@ -65,7 +65,7 @@ type scenarioRun struct {
 	window diagnose.Range
 }
 
-// TestPlantedIncidentsEndToEnd is issue #5's acceptance: every incident the
+// TestPlantedIncidentsEndToEnd: every incident the
 // demo can plant, simulated as history, sent through the real OTLP/HTTP
 // receiver and events API, assembled by the server's own assembler, and
 // diagnosed from the stored rows, gets the right verdict with evidence that

@@ -1,4 +1,4 @@
-// Package reliability holds process-level reliability tests (issue #8): they
+// Package reliability holds process-level reliability tests: they
 // build cmd/server, run it as a child process on 127.0.0.1 ports and attack
 // it — a PostgreSQL outage, slow and idle clients, a full and a read-only
 // data dir (on a tmpfs the test mounts, so it runs as root), overload

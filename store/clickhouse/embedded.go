@@ -89,10 +89,9 @@ const mergesPerThread = 1
 // half-load p99 206 → 154 ms and 183 → 150 ms at a higher half load, RSS
 // peak 1113 → 1306 and 1241 → 1309 MiB; merges trail further in a burst
 // (spans peaked at 173–185 active parts against 61–95). A second niced
-// run: 90k and 85k spans/s, RSS 1286 and 1463 MiB. Session 10
-// measured the same nice and did not keep it: merges deferred past a
-// 3-minute burst took RSS to 2.1 GiB. Merges' memory is bounded since
-// (mergeMemorySoftLimit, spans' 2 MiB granules). The engine sets a nice
+// run: 90k and 85k spans/s, RSS 1286 and 1463 MiB. Without a bound on
+// merges' memory, merges deferred past a 3-minute burst took RSS to 2.1
+// GiB; mergeMemorySoftLimit and spans' 2 MiB granules bound it. The engine sets a nice
 // value only with CAP_SYS_NICE (root, or a container given it), as
 // for the assembler's reads; without it merges run at the default.
 const mergeNice = 10
