@@ -219,7 +219,17 @@ func TestScrapeErrorsEchoNoReply(t *testing.T) {
 			t.Errorf("the self-metrics show %q", leak)
 		}
 	}
-	if !strings.Contains(metrics.String(), `name:"target" value:"static-2"`) || !strings.Contains(logs.String(), "target=static-2") {
+	// Labels are read from the families, not their text form: protobuf's
+	// text output varies its spacing on purpose.
+	labelled := false
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				labelled = labelled || (l.GetName() == "target" && l.GetValue() == "static-2")
+			}
+		}
+	}
+	if !labelled || !strings.Contains(logs.String(), "target=static-2") {
 		t.Errorf("the failed targets are not named by id in the metrics and log:\n%s", logs.String())
 	}
 }

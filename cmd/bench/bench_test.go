@@ -27,8 +27,8 @@ func TestQueryBenchSmoke(t *testing.T) {
 	if s.Load.Rows != 3000 || s.Load.Took <= 0 || s.Points == 0 {
 		t.Errorf("load: %+v, %d points", s.Load, s.Points)
 	}
-	if len(s.Ops) != 6*2 {
-		t.Fatalf("%d measurements, want 12 (6 pages × 2 windows)", len(s.Ops))
+	if len(s.Ops) != 7*2 {
+		t.Fatalf("%d measurements, want 14 (6 pages and the episode detection × 2 windows)", len(s.Ops))
 	}
 	for _, op := range s.Ops {
 		if op.Err != "" {
