@@ -145,10 +145,7 @@ var pendingOnMain = []struct {
 	Library, Call, Field string
 	OnMain               any // nil = null
 	Why                  string
-}{
-	{"langfuse", "openai.chat", "input_tokens", 21.0, "usage_details input without its input_* details (cached tokens)"},
-	{"langfuse", "openai.chat stream", "input_tokens", 21.0, "usage_details input without its input_* details (cached tokens)"},
-}
+}{}
 
 func callKind(c jsCall) string {
 	if c.Stream {

@@ -167,9 +167,10 @@ const (
 type wireKey struct {
 	Attr string
 	Unit unit
-	// JSONField, when set, means the attribute holds a JSON object and the
-	// value is this member of it (Langfuse's usage_details).
-	JSONField string
+	// UsageSide, when set ("input", "output"), means the attribute is
+	// Langfuse's usage_details JSON and the value is that side's tokens
+	// (usageCount).
+	UsageSide string
 	// Event, From and Also name span events for the event units.
 	Event, From, Also string
 	// Complete: the event key holds only when the SDK dropped no events
@@ -251,14 +252,14 @@ var conventions = []fieldRule{
 		{Attr: "gen_ai.usage.prompt_tokens", Unit: count}, // OTel GenAI older; vLLM; SGLang; LiteLLM
 		{Attr: "llm.token_count.prompt", Unit: count},     // OpenInference
 		{Attr: "llm.usage.prompt_tokens", Unit: count},    // OpenLLMetry (older)
-		{Attr: "langfuse.observation.usage_details", Unit: count, JSONField: "input"},
+		{Attr: "langfuse.observation.usage_details", Unit: count, UsageSide: "input"},
 	}},
 	{Field: fieldOutputTokens, Keys: []wireKey{
 		{Attr: "gen_ai.usage.output_tokens", Unit: count},
 		{Attr: "gen_ai.usage.completion_tokens", Unit: count},
 		{Attr: "llm.token_count.completion", Unit: count},
 		{Attr: "llm.usage.completion_tokens", Unit: count},
-		{Attr: "langfuse.observation.usage_details", Unit: count, JSONField: "output"},
+		{Attr: "langfuse.observation.usage_details", Unit: count, UsageSide: "output"},
 	}},
 	{Field: fieldClientTTFT, Side: clientSide, Keys: []wireKey{
 		// OTel GenAI: seconds, streamed calls only.
@@ -580,8 +581,8 @@ func (v *spanView) apply(call *telemetry.LLMCall, f field, k wireKey) bool {
 		return true
 	case count:
 		var n int64
-		if k.JSONField != "" {
-			n, ok = jsonCount(val, k.JSONField)
+		if k.UsageSide != "" {
+			n, ok = usageCount(val, k.UsageSide)
 		} else {
 			n, ok = readCount(val)
 		}

@@ -42,23 +42,62 @@ func countFromFloat(f float64, ok bool) (int64, bool) {
 	return int64(f), true
 }
 
-// jsonCount reads member field of a JSON object held in a string attribute
-// (Langfuse's usage_details: {"input": 10, "output": 5}).
-func jsonCount(v *commonpb.AnyValue, member string) (int64, bool) {
+// usageCount reads one side ("input" or "output") of a Langfuse
+// usage_details JSON object. Its SDKs send it in two shapes:
+//   - split: "input" holds the prompt minus every detail, each detail sent
+//     beside it as "input_<detail>" ({"input": 21, "input_cached_tokens":
+//     16}); the prompt is their sum. @langfuse/openai parseUsageDetails
+//     (langfuse/langfuse-js packages/openai/src/parseOpenAI.ts, as built in
+//     testdata/producers/js node_modules/@langfuse/openai/dist/index.cjs)
+//     and the Python LangChain handler (langfuse/langfuse-python
+//     langfuse/langchain/CallbackHandler.py _parse_usage_model, which leaves
+//     "priority*" details in the total, so they are not added back).
+//   - raw: the provider's usage object as it came (langfuse-python
+//     langfuse/openai.py _parse_usage): prompt_tokens/completion_tokens or
+//     the Responses API's input_tokens/output_tokens, with nested
+//     *_tokens_details objects that are parts of those counts.
+//
+// Backed by TestLangfuseUsageDetails and the JS suite's langfuse rows.
+func usageCount(v *commonpb.AnyValue, side string) (int64, bool) {
 	s, ok := v.GetValue().(*commonpb.AnyValue_StringValue)
 	if !ok || len(s.StringValue) > defaultMaxValueBytes {
 		return 0, false
 	}
-	// Members are read raw: Langfuse nests objects beside the counts
-	// (input_tokens_details: {…}), which a map of numbers cannot hold.
+	// Members are read raw: nested detail objects sit beside the counts.
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(s.StringValue), &obj); err != nil {
 		return 0, false
 	}
-	raw, ok := obj[member]
-	if !ok {
-		return 0, false
+	if raw, ok := obj[side]; ok {
+		n, ok := jsonNumber(raw)
+		if !ok {
+			return 0, false
+		}
+		prefix := side + "_"
+		for k, raw := range obj {
+			if !strings.HasPrefix(k, prefix) || strings.HasPrefix(k[len(prefix):], "priority") {
+				continue
+			}
+			if d, ok := jsonNumber(raw); ok {
+				n += d
+			}
+		}
+		return countFromFloat(float64(n), n <= maxCount)
 	}
+	rawKeys := [2]string{"prompt_tokens", "input_tokens"}
+	if side == "output" {
+		rawKeys = [2]string{"completion_tokens", "output_tokens"}
+	}
+	for _, k := range rawKeys {
+		if raw, ok := obj[k]; ok {
+			return jsonNumber(raw)
+		}
+	}
+	return 0, false
+}
+
+// jsonNumber is a JSON value read as a token count.
+func jsonNumber(raw json.RawMessage) (int64, bool) {
 	var n json.Number
 	if err := json.Unmarshal(raw, &n); err != nil {
 		return 0, false
