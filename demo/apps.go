@@ -252,6 +252,7 @@ func (s *sim) startAgent(t time.Time) {
 	)
 	cursor := t.Add(s.uniform(2*time.Millisecond, 10*time.Millisecond))
 	call := 0
+	var inCalls time.Duration // the task's time in model calls so far (they run one after another)
 	llm := func(input, output int, failed bool) {
 		e, inc := s.effectAt(cursor)
 		id := s.spanID()
@@ -270,7 +271,7 @@ func (s *sim) startAgent(t time.Time) {
 			Service: agentService, Provider: "openai", Model: agentModel,
 			Incident: inc, Tenant: tenant, Route: "agent.run",
 			RootStart: t, Start: start, CallIndex: call, Managed: true,
-			PreInference: start.Sub(t),
+			PreInference: start.Sub(t) - inCalls,
 		}
 		sp := Span{
 			Resource: s.agentPod, TraceID: trace, SpanID: id, ParentSpanID: rootID,
@@ -298,6 +299,7 @@ func (s *sim) startAgent(t time.Time) {
 		}
 		sp.Attrs = attrs
 		r.E2E = sp.End.Sub(start)
+		inCalls += r.E2E
 		spans = append(spans, sp)
 		reqs = append(reqs, r)
 		call++

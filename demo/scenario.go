@@ -103,7 +103,9 @@ type Request struct {
 	// call of the trace; it has no TTFT or tokens.
 	Error bool
 
-	PreInference time.Duration // LLM client start − root start
+	// PreInference is the app's own time before the call: LLM client
+	// start − root start, minus the task's earlier model calls.
+	PreInference time.Duration
 	// NetworkUp is client → vLLM (gateway included); NetworkDown the way
 	// back for the first token.
 	NetworkUp, NetworkDown time.Duration

@@ -18,7 +18,7 @@ func TestCallViewBundlesSGLangQueuePrefill(t *testing.T) {
 	vllm := telemetry.LLMRequest{SpanID: "b", Service: "app", ServerService: "vllm", Start: time.Now(),
 		TTFT: f(900), Queue: f(300), Prefill: f(550), Network: f(50), Decode: f(1100), E2E: f(2000)}
 	get := func(r *telemetry.LLMRequest, name string) (string, string) {
-		for _, c := range callView(r, 0, time.Now()).Components {
+		for _, c := range callView(r, 0, beforeCall{}, time.Now()).Components {
 			if c.Name == name {
 				return c.Value, c.Note
 			}

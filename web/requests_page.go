@@ -495,12 +495,24 @@ func traceDetailView(id string, spans []telemetry.Span, reqs []telemetry.LLMRequ
 	}
 	services := map[string]bool{}
 	var root *telemetry.Span
-	for _, sp := range orderSpans(spans) {
-		services[sp.span.Service] = true
-		if root == nil && sp.depth == 0 {
+	ordered := orderSpans(spans)
+	for _, sp := range ordered {
+		if sp.depth == 0 && sp.span.ParentSpanID == "" {
 			root = sp.span
+			break
 		}
-		row := waterfallRow(sp, callOf[sp.span.SpanID], t0, total, pct)
+	}
+	before := callsBefore(root, reqs)
+	if root == nil && len(ordered) > 0 {
+		root = ordered[0].span
+	}
+	for _, sp := range ordered {
+		services[sp.span.Service] = true
+		var b beforeCall
+		if c := callOf[sp.span.SpanID]; c != nil {
+			b = before[c.SpanID]
+		}
+		row := waterfallRow(sp, callOf[sp.span.SpanID], b, t0, total, pct)
 		if row.CallAnchor == "" && sp.span.LLM.Role == telemetry.LLMServer {
 			serverSegments(&row, sp.span, pct)
 			if c := servedCall(sp.span, reqs); c != nil {
@@ -514,7 +526,7 @@ func traceDetailView(id string, spans []telemetry.Span, reqs []telemetry.LLMRequ
 	}
 	for i := range reqs {
 		services[reqs[i].Service] = true
-		v.Calls = append(v.Calls, callView(&reqs[i], i, now))
+		v.Calls = append(v.Calls, callView(&reqs[i], i, before[reqs[i].SpanID], now))
 	}
 	v.Axis = []views.AxisTick{
 		{X: "0%", Label: "0", Anchor: "start"},
@@ -524,7 +536,8 @@ func traceDetailView(id string, spans []telemetry.Span, reqs []telemetry.LLMRequ
 		{X: "100%", Label: diagnose.FormatMs(ms(total)), Anchor: "end"},
 	}
 	v.Legend = []views.LegendItem{
-		{Class: "seg-span", Label: "span"}, {Class: "seg-pre", Label: "pre-inference"}, {Class: "seg-cold", Label: "cold-start wait"},
+		{Class: "seg-span", Label: "span"}, {Class: "seg-pre", Label: "pre-inference (own time before the call)"},
+		{Class: "seg-earlier", Label: "earlier model calls (not pre-inference)"}, {Class: "seg-cold", Label: "cold-start wait"},
 		{Class: "seg-queue", Label: "queue"}, {Class: "seg-prefill", Label: "prefill"}, {Class: "seg-network", Label: "network"},
 		{Class: "seg-ttft", Label: "TTFT (bundled by a managed API)"}, {Class: "seg-decode", Label: "decode"},
 	}
@@ -615,7 +628,7 @@ func depthClass(depth int) string {
 	return "depth-" + strconv.Itoa(min(depth, maxDepthClass))
 }
 
-func waterfallRow(sp orderedSpan, call *telemetry.LLMRequest, t0 time.Time, total time.Duration, pct func(time.Time) float64) views.WaterfallRow {
+func waterfallRow(sp orderedSpan, call *telemetry.LLMRequest, before beforeCall, t0 time.Time, total time.Duration, pct func(time.Time) float64) views.WaterfallRow {
 	s := sp.span
 	x := pct(s.Start)
 	w := max(clampPct(float64(s.Duration())/float64(total)*100), 0.2)
@@ -634,9 +647,7 @@ func waterfallRow(sp orderedSpan, call *telemetry.LLMRequest, t0 time.Time, tota
 	seg := func(class, name string, from time.Time, msLen *float64) time.Time {
 		return addSegment(&row, pct, class, name, from, msLen)
 	}
-	if call.PreInference != nil && *call.PreInference > 0 {
-		seg("seg-pre", "Pre-inference", call.Start.Add(-msDuration(*call.PreInference)), call.PreInference)
-	}
+	preInferenceSegments(&row, call, before, pct)
 	pos := seg("seg-cold", "Cold-start wait", call.Start, call.ColdStartWait)
 	if call.Queue != nil || call.Prefill != nil || call.Network != nil {
 		pos = seg("seg-queue", "Queue", pos, call.Queue)
@@ -725,7 +736,7 @@ func servedCall(s *telemetry.Span, reqs []telemetry.LLMRequest) *telemetry.LLMRe
 	return nil
 }
 
-func callView(r *telemetry.LLMRequest, i int, now time.Time) views.LLMCallView {
+func callView(r *telemetry.LLMRequest, i int, before beforeCall, now time.Time) views.LLMCallView {
 	title := fmt.Sprintf("#%d %s", i+1, orNone(r.Model))
 	if r.Service != "" {
 		title += " · " + r.Service
@@ -769,7 +780,7 @@ func callView(r *telemetry.LLMRequest, i int, now time.Time) views.LLMCallView {
 	// Pre-inference happens before the call starts, so it has no share of
 	// the call's E2E.
 	v.Components = append(v.Components, views.ComponentFigure{Name: "Pre-inference", Class: "seg-pre", Value: views.HumanMsPtr(r.PreInference),
-		Share: noValue, Note: "app work before the call (retrieval, tools); not part of E2E"})
+		Share: noValue, Note: earlierCallsNote(before)})
 	if r.ColdStartWait != nil {
 		add("Cold-start wait", "seg-cold", r.ColdStartWait, "held until a new instance was ready")
 	}

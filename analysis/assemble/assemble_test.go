@@ -228,12 +228,34 @@ func TestTraces(t *testing.T) {
 					Decode: f(800), E2E: f(1000), ITL: f(80), OutputTokens: n(11), CallIndex: 0, Route: "agent.run"},
 				{ProjectID: 1, TraceID: "trace-1", SpanID: "c5", Service: "app", ServerService: "vllm", Join: telemetry.JoinTrace,
 					Model: "llama-3-8b", Provider: "vllm", Instance: "vllm-1", Start: at(2100),
-					TTFT: f(300), PreInference: f(2100), Queue: f(20), Prefill: f(230), Network: f(50),
+					TTFT: f(300), PreInference: f(1100), Queue: f(20), Prefill: f(230), Network: f(50),
 					Decode: f(1700), E2E: f(2000), CallIndex: 1, Route: "agent.run"},
+				// 5100 ms after the root, 3000 of them in the two calls before.
 				{ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app",
 					Model: "claude", Provider: "anthropic", Start: at(5100),
-					TTFT: f(400), PreInference: f(5100), Decode: f(600), E2E: f(1000), ITL: f(150),
+					TTFT: f(400), PreInference: f(2100), Decode: f(600), E2E: f(1000), ITL: f(150),
 					OutputTokens: n(5), CallIndex: 2, Route: "agent.run"},
+			},
+		},
+		{
+			// Two calls in parallel (500–2500 and 1000–3000 overlap by
+			// 1500 ms): the union, 2500 ms, is subtracted once, not 4000.
+			name: "agent loop with parallel calls: their overlap counts once",
+			spans: []telemetry.Span{
+				app("r1", "", "app", "agent.run", 0, 6000),
+				client("p1", "r1", 500, 2500, telemetry.LLMCall{Model: "gpt-4o", ClientTTFT: d(100)}),
+				client("p2", "r1", 1000, 3000, telemetry.LLMCall{Model: "gpt-4o", ClientTTFT: d(100)}),
+				app("t1", "r1", "app", "tool.merge", 3000, 3400),
+				client("p3", "r1", 3500, 4500, telemetry.LLMCall{Model: "gpt-4o", ClientTTFT: d(100)}),
+			},
+			want: []telemetry.LLMRequest{
+				{ProjectID: 1, TraceID: "trace-1", SpanID: "p1", Service: "app", Model: "gpt-4o", Start: at(500),
+					TTFT: f(100), PreInference: f(500), Decode: f(1900), E2E: f(2000), CallIndex: 0, Route: "agent.run"},
+				// started during p1: only the part of p1 before it (500 ms) is not its own time
+				{ProjectID: 1, TraceID: "trace-1", SpanID: "p2", Service: "app", Model: "gpt-4o", Start: at(1000),
+					TTFT: f(100), PreInference: f(500), Decode: f(1900), E2E: f(2000), CallIndex: 1, Route: "agent.run"},
+				{ProjectID: 1, TraceID: "trace-1", SpanID: "p3", Service: "app", Model: "gpt-4o", Start: at(3500),
+					TTFT: f(100), PreInference: f(1000), Decode: f(900), E2E: f(1000), CallIndex: 2, Route: "agent.run"},
 			},
 		},
 		{

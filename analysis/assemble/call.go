@@ -3,6 +3,7 @@ package assemble
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/tokenpath/tokenpath/telemetry"
 )
@@ -45,6 +46,9 @@ type assembler struct {
 
 	climbed []climbed
 	calls   []call
+	// scratch for earlierCallTime
+	extents, busy []Interval
+	earlier       []time.Duration
 
 	// joins pairs calls across traces (nil: none); halves, when set,
 	// collects what each trace leaves unpaired.
@@ -125,6 +129,7 @@ func (a *assembler) trace(spans []*telemetry.Span, out []telemetry.LLMRequest) [
 
 	first := len(out)
 	a.slab.reserve(len(calls))
+	kept := calls[:0]
 	for i := range calls {
 		c := &calls[i]
 		if c.client != nil && c.server != nil {
@@ -138,7 +143,11 @@ func (a *assembler) trace(spans []*telemetry.Span, out []telemetry.LLMRequest) [
 				*a.halves = append(*a.halves, h)
 			}
 		}
-		out = append(out, a.decompose(c))
+		kept = append(kept, *c)
+	}
+	earlier := a.earlierCallTime(kept)
+	for i := range kept {
+		out = append(out, a.decompose(&kept[i], earlier[i]))
 	}
 	rows := out[first:]
 	slices.SortFunc(rows, func(x, y telemetry.LLMRequest) int {

@@ -8,13 +8,12 @@ import (
 
 // decompose splits one call into its components (DESIGN.md,
 // "Decomposition"). Every figure is nil unless the spans state it or it is a
-// difference of two stated figures: the split is never invented.
-func (a *assembler) decompose(c *call) telemetry.LLMRequest {
+// difference of two stated figures: the split is never invented. earlier
+// is the time the trace spent in earlier model calls since the root
+// started (earlierCallTime).
+func (a *assembler) decompose(c *call, earlier time.Duration) telemetry.LLMRequest {
 	client, server := c.client, c.server
-	primary := client
-	if primary == nil {
-		primary = server
-	}
+	primary := c.primary()
 	r := telemetry.LLMRequest{
 		ProjectID: primary.ProjectID,
 		TraceID:   primary.TraceID,
@@ -79,11 +78,13 @@ func (a *assembler) decompose(c *call) telemetry.LLMRequest {
 
 	// A call that is itself the root did no app work first; a server span
 	// that is the root says nothing about its caller (c.root is nil then).
+	// The app's own time excludes earlier model calls of the trace (agent
+	// loops): TestTraces "agent loop" and "parallel calls".
 	switch {
 	case client != nil && c.root == client:
 		r.PreInference = a.slab.float(0)
 	case c.root != nil:
-		r.PreInference = a.slab.skewed(primary.Start.Sub(c.root.Start))
+		r.PreInference = a.slab.skewed(primary.Start.Sub(c.root.Start) - earlier)
 	}
 
 	if server != nil {
