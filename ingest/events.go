@@ -78,17 +78,31 @@ func ParseEvents(body []byte, project uint32, now time.Time) ([]telemetry.Event,
 	return out, nil
 }
 
+// errEventFieldTooLong refuses an event over the webhook's field limits.
+var errEventFieldTooLong = errors.New("a field is too long (service/instance ≤ 256, kind/source ≤ 64, reason ≤ 4096 bytes, ≤ 128 attributes)")
+
 func (e EventInput) event(project uint32, now time.Time) (telemetry.Event, error) {
-	ev := telemetry.Event{ProjectID: project, Kind: strings.TrimSpace(e.Kind), Service: strings.TrimSpace(e.Service),
-		Instance: e.Instance, FromReplicas: e.FromReplicas, ToReplicas: e.ToReplicas, Reason: e.Reason, Source: e.Source, Attributes: e.Attributes}
+	// What the pages show is cleaned as OTLP names are (normalize.CleanText).
+	clean := func(s string) string { return normalize.CleanText(s, len(s)) }
+	ev := telemetry.Event{ProjectID: project, Kind: strings.TrimSpace(clean(e.Kind)), Service: strings.TrimSpace(clean(e.Service)),
+		Instance: clean(e.Instance), FromReplicas: e.FromReplicas, ToReplicas: e.ToReplicas, Reason: clean(e.Reason), Source: clean(e.Source)}
+	if n := len(e.Attributes); n > 0 && n <= 128 {
+		ev.Attributes = make(map[string]string, n)
+		for k, v := range e.Attributes {
+			ev.Attributes[clean(k)] = clean(v)
+		}
+	}
+	if len(e.Attributes) > 128 {
+		return ev, errEventFieldTooLong
+	}
 	if ev.Kind == "" {
 		ev.Kind = telemetry.EventScale
 	}
 	if ev.Service == "" {
 		return ev, fmt.Errorf("service is required")
 	}
-	if len(ev.Service) > 256 || len(ev.Instance) > 256 || len(ev.Kind) > 64 || len(ev.Reason) > 4096 || len(ev.Source) > 64 || len(ev.Attributes) > 128 {
-		return ev, fmt.Errorf("a field is too long (service/instance ≤ 256, kind/source ≤ 64, reason ≤ 4096 bytes, ≤ 128 attributes)")
+	if len(ev.Service) > 256 || len(ev.Instance) > 256 || len(ev.Kind) > 64 || len(ev.Reason) > 4096 || len(ev.Source) > 64 {
+		return ev, errEventFieldTooLong
 	}
 	if e.Time == "" {
 		ev.Time = now

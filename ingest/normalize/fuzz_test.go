@@ -39,7 +39,8 @@ func checkMap(t *testing.T, what string, m map[string]string, lim Limits) {
 		t.Errorf("%s: %d entries, limit %d", what, len(m), lim.MaxAttributes)
 	}
 	for k, v := range m {
-		if len(k) > lim.MaxKeyBytes && k != "message" || len(v) > lim.MaxValueBytes || !utf8.ValidString(k) || !utf8.ValidString(v) {
+		if len(k) > lim.MaxKeyBytes && k != "message" || len(v) > lim.MaxValueBytes || !utf8.ValidString(k) || !utf8.ValidString(v) ||
+			hasHidden(k) || hasHidden(v) {
 			t.Errorf("%s: entry %q=%q breaks the limits or is not UTF-8", what, k, v)
 		}
 	}
@@ -59,6 +60,7 @@ func FuzzTraces(f *testing.F) {
 	client.SpanId = []byte{1, 2, 3, 4, 5, 6, 7, 8}
 	client.Events = []*tracepb.Span_Event{{Name: "first token", TimeUnixNano: ns(start.Add(time.Second))}}
 	f.Add(mustMarshal(f, traceRequest([]*commonpb.KeyValue{str("service.name", "vllm")}, vllm, client)))
+	f.Add(mustMarshal(f, traceRequest([]*commonpb.KeyValue{str("service.name", "\u202evllm")}, newSpan(hostileText, str(hostileText, hostileText)))))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var req coltracepb.ExportTraceServiceRequest
@@ -91,8 +93,13 @@ func FuzzTraces(f *testing.F) {
 			checkMap(t, "attributes", s.Attributes, fuzzLimits)
 			checkMap(t, "resource", s.Resource, fuzzLimits)
 			for _, str := range []string{s.Name, s.Service, s.Instance, s.StatusMessage, s.LLM.Model, s.LLM.Provider, s.LLM.Operation} {
-				if !utf8.ValidString(str) || len(str) > maxNameBytes && len(str) > fuzzLimits.MaxValueBytes {
+				if !utf8.ValidString(str) || len(str) > maxNameBytes && len(str) > fuzzLimits.MaxValueBytes || hasHidden(str) {
 					t.Errorf("string %q is not clean", str)
+				}
+			}
+			for _, str := range s.EventNames {
+				if hasHidden(str) {
+					t.Errorf("event name %q is not clean", str)
 				}
 			}
 			checkLLM(t, s.LLM, s.Duration())

@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
@@ -95,22 +94,6 @@ func (e *errorLog) reject(reason string) {
 	if len(e.reasons) < maxErrors {
 		e.reasons = append(e.reasons, reason)
 	}
-}
-
-// cleanString makes s valid UTF-8 and cuts it to at most max bytes on a rune
-// boundary, so a truncated value is still valid UTF-8.
-func cleanString(s string, max int) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
 }
 
 // flattenAttributes turns OTLP attributes into the string map stored in

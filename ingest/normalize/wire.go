@@ -661,7 +661,7 @@ func (w *wireReader) internKey(kv wireKV, key []byte, pos int) (wireKV, bool) {
 		_, k.convention = conventionKeys[k.name]
 		k.latency = strings.HasPrefix(k.name, serverLatencyPrefix)
 		k.stored = k.name
-		if len(k.stored) > w.lim.MaxKeyBytes {
+		if len(k.stored) > w.lim.MaxKeyBytes || hasHidden(k.stored) {
 			k.stored = cleanString(k.stored, w.lim.MaxKeyBytes)
 		}
 		id, known := w.ids[k.stored]
@@ -788,7 +788,7 @@ func (a *anyValues) of(kv *wireKV) *commonpb.AnyValue {
 func (kv *wireKV) appendValue(b []byte, max int) []byte {
 	switch kv.kind {
 	case 1:
-		if len(kv.str) <= max {
+		if len(kv.str) <= max && !hasHidden(kv.str) {
 			return append(b, kv.str...) // valid UTF-8, checked when read
 		}
 		return append(b, cleanString(string(kv.str), max)...)

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -166,14 +167,20 @@ func TestTracesWireMatchesGenerated(t *testing.T) {
 			shapes = append(shapes, newSpan(fmt.Sprint("shape ", i), attrs...))
 		}
 	}
+	// Hidden characters in keys and values, short and past the limits,
+	// and keys that are the same once cleaned.
+	hostile := newSpan("chat\u202e "+hostileText, str("gen_ai.request.model", "m\u2066x"), str("k\x00", "1"), str("k", "2"),
+		str("key\u202e"+hostileText, hostileText+hostileText+hostileText), str("plain", "value"), str("nul", "\x00"),
+		str("long clean", strings.Repeat("é", 40)+"\u200b"))
 	cases := map[string]proto.Message{
-		"shapes":        traceRequest(nil, shapes...),
-		"conventions":   traceRequest([]*commonpb.KeyValue{str("service.name", "vllm"), str("host.name", "h")}, vllm, client),
-		"rejects":       traceRequest(nil, bad, vllm, future, bad, bad, bad, bad, bad),
-		"only rejects":  traceRequest(nil, bad, future),
-		"no resource":   noResource,
-		"empty":         &coltracepb.ExportTraceServiceRequest{},
-		"empty service": traceRequest([]*commonpb.KeyValue{str("service.name", "")}, client),
+		"hidden characters": traceRequest([]*commonpb.KeyValue{str("service.name", "\u202esvc")}, hostile, hostile),
+		"shapes":            traceRequest(nil, shapes...),
+		"conventions":       traceRequest([]*commonpb.KeyValue{str("service.name", "vllm"), str("host.name", "h")}, vllm, client),
+		"rejects":           traceRequest(nil, bad, vllm, future, bad, bad, bad, bad, bad),
+		"only rejects":      traceRequest(nil, bad, future),
+		"no resource":       noResource,
+		"empty":             &coltracepb.ExportTraceServiceRequest{},
+		"empty service":     traceRequest([]*commonpb.KeyValue{str("service.name", "")}, client),
 	}
 	for name, m := range cases {
 		body, err := proto.Marshal(m)
@@ -245,6 +252,8 @@ func FuzzTracesWire(f *testing.F) {
 	client.Links = []*tracepb.Span_Link{{TraceId: traceID, SpanId: spanID}}
 	client.Status = &tracepb.Status{Code: tracepb.Status_STATUS_CODE_OK}
 	f.Add(mustMarshal(f, traceRequest([]*commonpb.KeyValue{str("service.name", "vllm")}, vllm, client)))
+	f.Add(mustMarshal(f, traceRequest([]*commonpb.KeyValue{str("service.name", "\u202evllm")},
+		newSpan("n\x1b\u2066", str("k\u200b", hostileText), str("gen_ai.request.model", "\u0085m")))))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, lim := range []Limits{{}, fuzzLimits} {
