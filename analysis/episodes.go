@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -122,7 +123,7 @@ func (d *EpisodeDetector) detectProject(ctx context.Context, project uint32) err
 	var found []postgres.Episode
 	for service, minutes := range byService {
 		cfg := d.Config
-		cfg.TTFTObjective = objectives.For(service)
+		cfg.TTFTObjective, cfg.Until = objectives.For(service), now
 		for _, e := range episode.Detect(minutes, cfg) {
 			if e.End.IsZero() || e.End.After(since) {
 				found = append(found, storedEpisode(project, service, e))
@@ -143,6 +144,9 @@ func storedEpisode(project uint32, service string, e episode.Episode) postgres.E
 	}
 	if !e.Baseline.IsZero() {
 		s.BaselineFrom, s.BaselineTo = &e.Baseline.From, &e.Baseline.To
+	}
+	if !e.SilentSince.IsZero() {
+		s.SilentSince = &e.SilentSince
 	}
 	return s
 }
@@ -272,9 +276,69 @@ func EpisodeMinutesSQL(project uint32, from, to time.Time) (string, []any) {
 		GROUP BY name, minute ORDER BY name, minute`, []any{project, from, to}
 }
 
+// WaitingMinutesSQL reads the requests waiting on each service's servers
+// per minute in [from, to): every instance's peak of the gauge in the
+// minute, summed over the instances.
+func WaitingMinutesSQL(project uint32, from, to time.Time) (string, []any) {
+	return `SELECT service, minute, sum(peak) AS waiting FROM (
+			SELECT service, instance, toStartOfMinute(time) AS minute, max(value) AS peak FROM metric_points
+			WHERE project_id = ? AND name = ? AND time >= ? AND time < ? AND isFinite(value)
+			GROUP BY service, instance, minute)
+		GROUP BY service, minute ORDER BY service, minute`, []any{project, diagnose.MetricRequestsWaiting, from, to}
+}
+
 // EpisodeMinutes reads every service's minutes in [from, to), in time
-// order; a minute whose requests were all retracted is left out.
+// order, with the requests waiting on its servers; a minute whose
+// requests were all retracted is left out unless requests were waiting.
+// A service with no request in the range is left out.
 func (q *Queries) EpisodeMinutes(ctx context.Context, project uint32, from, to time.Time) (map[string][]episode.Minute, error) {
+	out, err := q.requestMinutes(ctx, project, from, to)
+	if err != nil {
+		return nil, err
+	}
+	sql, args := WaitingMinutesSQL(project, from, to)
+	res, err := q.CH.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("episode minutes: waiting requests: %w", err)
+	}
+	waiting := map[string]map[time.Time]float64{}
+	for i := range res.Len() {
+		row := res.Row(i)
+		name := row.String("service")
+		if _, ok := out[name]; !ok {
+			continue
+		}
+		if waiting[name] == nil {
+			waiting[name] = map[time.Time]float64{}
+		}
+		waiting[name][row.Time("minute").UTC()] = row.Float("waiting")
+	}
+	for name, byMinute := range waiting {
+		out[name] = withWaiting(out[name], byMinute)
+	}
+	return out, nil
+}
+
+// withWaiting sets each minute's Waiting from byMinute, adding a minute
+// without requests where only the gauge has one; time order is kept.
+func withWaiting(minutes []episode.Minute, byMinute map[time.Time]float64) []episode.Minute {
+	for i := range minutes {
+		if w, ok := byMinute[minutes[i].Start]; ok {
+			minutes[i].Waiting = w
+			delete(byMinute, minutes[i].Start)
+		}
+	}
+	if len(byMinute) == 0 {
+		return minutes
+	}
+	for t, w := range byMinute {
+		minutes = append(minutes, episode.Minute{Start: t, Waiting: w})
+	}
+	slices.SortFunc(minutes, func(a, b episode.Minute) int { return a.Start.Compare(b.Start) })
+	return minutes
+}
+
+func (q *Queries) requestMinutes(ctx context.Context, project uint32, from, to time.Time) (map[string][]episode.Minute, error) {
 	sql, args := EpisodeMinutesSQL(project, from, to)
 	res, err := q.CH.Query(ctx, sql, args...)
 	if err != nil {

@@ -145,3 +145,54 @@ func TestReplaceEpisodesDeletesDissolved(t *testing.T) {
 		t.Errorf("the untouched episode lost its diagnosis: %+v", eps[0])
 	}
 }
+
+// A full outage: the app's requests stop in an ongoing incident. The app's
+// episode stays ongoing with no traffic since its last request, then ends
+// 5 minutes into the silence; the inference server's stays open while its
+// waiting gauge says requests are still queued, however few finish.
+func TestEpisodeDetectorOutageAndWaiting(t *testing.T) {
+	a := openAssembler(t)
+	ctx := context.Background()
+	if _, err := a.PG.EnsureProject(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().UTC().Truncate(time.Minute).Add(-6 * time.Hour)
+	at := func(m int) time.Time { return start.Add(time.Duration(m) * time.Minute) }
+	if err := a.CH.Insert(ctx, clickhouse.RequestsBatch(chatRequests(3, start, 290, queueIncident{270, 400}), nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	var gauge []telemetry.MetricPoint
+	for s := 280 * 60; s < 294*60; s += 15 {
+		gauge = append(gauge, telemetry.MetricPoint{ProjectID: 1, Time: start.Add(time.Duration(s) * time.Second), Service: "vllm", Instance: "vllm-0",
+			Name: "requests_waiting", Value: 30})
+	}
+	if err := a.CH.Insert(ctx, clickhouse.MetricsBatch(gauge)); err != nil {
+		t.Fatal(err)
+	}
+	now := at(293)
+	d := &EpisodeDetector{Queries: &Queries{CH: a.CH}, PG: a.PG, Now: func() time.Time { return now }}
+	latest := func(service string) postgres.Episode {
+		t.Helper()
+		if err := d.Detect(ctx); err != nil {
+			t.Fatal(err)
+		}
+		eps, err := a.PG.Episodes(ctx, 1, service, start, now)
+		if err != nil || len(eps) != 1 {
+			t.Fatalf("%s: %+v (%v), want one episode", service, eps, err)
+		}
+		return eps[0]
+	}
+	if e := latest("chat"); e.End != nil || e.SilentSince == nil || !e.SilentSince.Equal(at(290)) {
+		t.Errorf("chat 3 minutes into the outage: end %v, silent since %v; want ongoing, silent since %v", e.End, e.SilentSince, at(290))
+	}
+	if e := latest("vllm"); e.End != nil || e.SilentSince != nil {
+		t.Errorf("vllm with 30 requests waiting: end %v, silent since %v; want ongoing, not silent", e.End, e.SilentSince)
+	}
+	now = at(320)
+	if e := latest("chat"); e.End == nil || !e.End.Equal(at(295)) || e.SilentSince == nil {
+		t.Errorf("chat 30 minutes into the outage: end %v, silent since %v; want ended %v, silent", e.End, e.SilentSince, at(295))
+	}
+	if e := latest("vllm"); e.End == nil || !e.End.Equal(at(299)) || e.SilentSince == nil || !e.SilentSince.Equal(at(294)) {
+		t.Errorf("vllm after its queue went silent: end %v, silent since %v; want ended %v, silent since %v", e.End, e.SilentSince, at(299), at(294))
+	}
+}

@@ -95,8 +95,18 @@ func episodeLine(e postgres.Episode, now time.Time) views.EpisodeLine {
 func episodeText(e postgres.Episode, now time.Time) string {
 	what := episodeWhat(e)
 	clock := func(t time.Time) string { return t.UTC().Format("15:04") }
+	// A service gone silent did not recover: its episode says since when
+	// nothing was served rather than "resolved" (TestEpisodeTextSilence).
 	if e.End == nil {
-		return fmt.Sprintf("%s since %s, %s, ongoing", what, clock(e.Start), views.HumanDuration(now.Sub(e.Start).Round(time.Minute)))
+		text := fmt.Sprintf("%s since %s, %s, ongoing", what, clock(e.Start), views.HumanDuration(now.Sub(e.Start).Round(time.Minute)))
+		if e.SilentSince != nil {
+			text += ", no traffic since " + clock(*e.SilentSince)
+		}
+		return text
+	}
+	if e.SilentSince != nil {
+		return fmt.Sprintf("%s %s–%s (%s), no traffic since %s", what, clock(e.Start), clock(*e.End), views.HumanDuration(e.End.Sub(e.Start)),
+			clock(*e.SilentSince))
 	}
 	return fmt.Sprintf("%s %s–%s (%s), resolved %s", what, clock(e.Start), clock(*e.End), views.HumanDuration(e.End.Sub(e.Start)), clock(*e.End))
 }

@@ -35,3 +35,18 @@ func TestEpisodesViewLeadsWithTheLastResolved(t *testing.T) {
 		t.Errorf("with vllm's episode ongoing, lead = %+v", v.Now)
 	}
 }
+
+// An episode whose service went silent never reads "resolved": ongoing, it
+// says since when no traffic came; ended by the silence, it says so.
+func TestEpisodeTextSilence(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 3, 0, 0, 0, time.UTC)
+	at := func(m int) *time.Time { v := t0.Add(time.Duration(m) * time.Minute); return &v }
+	e := postgres.Episode{Service: "vllm", Start: *at(10), Verdict: "queueing", Signals: "ttft", SilentSince: at(30)}
+	if got, want := episodeText(e, *at(33)), "Queueing since 03:10, 23 min, ongoing, no traffic since 03:30"; got != want {
+		t.Errorf("ongoing: %q, want %q", got, want)
+	}
+	e.End = at(35)
+	if got, want := episodeText(e, *at(50)), "Queueing 03:10–03:35 (25 min), no traffic since 03:30"; got != want {
+		t.Errorf("ended silent: %q, want %q", got, want)
+	}
+}

@@ -51,6 +51,12 @@ type Minute struct {
 	Errors   int64
 	TTFT     Histogram // ms
 	ITL      Histogram // ms
+	// Waiting is how many requests waited on the service's servers (each
+	// instance's peak of the waiting gauge in the minute, summed); 0
+	// without the gauge. Requests still in a queue have not finished, so
+	// the newest minutes of a queue under-report it: a high gauge keeps an
+	// open episode going (SignalWaiting).
+	Waiting float64
 }
 
 // Signal is a set of ways a stretch departed from its baseline.
@@ -66,12 +72,15 @@ const (
 	SignalErrors
 	// SignalObjective: TTFT p95 above the absolute objective.
 	SignalObjective
+	// SignalWaiting: requests waiting on the servers above the baseline
+	// kept an open episode going; it never opens one.
+	SignalWaiting
 )
 
 var signalNames = []struct {
 	s    Signal
 	name string
-}{{SignalTTFT, "ttft"}, {SignalITL, "itl"}, {SignalErrors, "errors"}, {SignalObjective, "objective"}}
+}{{SignalTTFT, "ttft"}, {SignalITL, "itl"}, {SignalErrors, "errors"}, {SignalObjective, "objective"}, {SignalWaiting, "waiting"}}
 
 // String lists the signals, comma-separated ("ttft,objective").
 func (s Signal) String() string {
@@ -125,6 +134,13 @@ type Config struct {
 	// BaselineSpan is the longest clean stretch before an episode offered
 	// as its diagnosis baseline.
 	BaselineSpan time.Duration
+	// MinWaiting is the least waiting gauge that keeps an episode open
+	// (it must also stand K MADs above the healthy minutes' waiting).
+	MinWaiting float64
+	// Until is where the series ends: the minutes between the last one
+	// given and Until had no request (a service gone silent). Zero: the
+	// series ends with its last minute.
+	Until time.Time
 }
 
 // DefaultConfig is what the detector runs with. The false-alarm suite
@@ -135,6 +151,7 @@ var DefaultConfig = Config{
 	K: 4, MinRatio: 1.5, MinErrorRise: 0.05,
 	Enter: 2, Exit: 5,
 	BaselineSpan: time.Hour,
+	MinWaiting:   1,
 }
 
 func (c Config) withDefaults() Config {
@@ -169,6 +186,9 @@ func (c Config) withDefaults() Config {
 	if c.BaselineSpan <= 0 {
 		c.BaselineSpan = d.BaselineSpan
 	}
+	if c.MinWaiting <= 0 {
+		c.MinWaiting = d.MinWaiting
+	}
 	return c
 }
 
@@ -176,7 +196,13 @@ func (c Config) withDefaults() Config {
 type Episode struct {
 	Start time.Time
 	// End is the minute after the last anomalous one; zero while ongoing.
+	// An episode whose service went silent ends Config.Exit minutes into
+	// the silence, not when its last request was served.
 	End time.Time
+	// SilentSince is the first minute without a request when the service
+	// went silent in the episode and stayed so to its end (or to now while
+	// it is ongoing); zero otherwise.
+	SilentSince time.Time
 	// Signals are every way the episode departed.
 	Signals Signal
 	// Peak is the minute of the highest TTFT p95, PeakTTFT that value (ms),
@@ -214,14 +240,15 @@ type point struct {
 	errorRate    float64
 	errors       int64
 	requests     int64
+	waiting      float64
 	signals      Signal
 	baselineTTFT float64
 }
 
 // rolling holds the latest healthy points' values.
 type rolling struct {
-	n                     int
-	logTTFT, logITL, errs []float64
+	n                              int
+	logTTFT, logITL, errs, waiting []float64
 }
 
 func (r *rolling) add(p point) {
@@ -239,6 +266,20 @@ func (r *rolling) add(p point) {
 		r.logITL = push(r.logITL, math.Log(p.itl))
 	}
 	r.errs = push(r.errs, p.errorRate)
+	r.waiting = push(r.waiting, p.waiting)
+}
+
+// waitingHigh reports whether p's waiting gauge stands above the healthy
+// minutes' (median + K·MAD), and at least MinWaiting.
+func (r *rolling) waitingHigh(p point, c Config) bool {
+	if p.waiting < c.MinWaiting {
+		return false
+	}
+	if len(r.waiting) < c.MinBaseline {
+		return true
+	}
+	med, mad := medianMAD(r.waiting)
+	return p.waiting > med+max(c.K*mad, c.MinWaiting)
 }
 
 // medianMAD is the median and the MAD scaled to a standard deviation
@@ -263,14 +304,19 @@ func median(sorted []float64) float64 {
 }
 
 // Detect segments minutes (one service, in time order, one per minute;
-// missing minutes count as quiet) into episodes. The last episode has a
-// zero End when it had not ended by the last minute.
+// missing minutes had no request) into episodes. The last episode has a
+// zero End when it had not ended by the last minute (or Config.Until).
+//
+// While an episode is open, a minute with requests waiting above the
+// baseline extends it (TestDetectWaitingHoldsEpisode), and minutes without
+// a request neither end nor extend it: Exit of them in a row end it as
+// silent (TestDetectOutage), unless its traffic had already recovered.
 func Detect(minutes []Minute, c Config) []Episode {
 	c = c.withDefaults()
 	if len(minutes) == 0 {
 		return nil
 	}
-	minutes = fill(minutes)
+	minutes = fill(minutes, c.Until)
 	base := rolling{n: c.BaselineMinutes}
 	var out []Episode
 	var open *Episode
@@ -281,22 +327,51 @@ func Detect(minutes []Minute, c Config) []Episode {
 	var run []point
 	seen, counted := 0, time.Time{}
 	quiet := 0 // minutes in a row without an anomaly while one is open
+	// silent counts the minutes in a row without a request while one is
+	// open; quietBefore is quiet when they began.
+	silent, quietBefore := 0, 0
 	lastEnd := minutes[0].Start
 	lastAnomalous := time.Time{}
+	closeAt := func(end time.Time) {
+		open.End = end
+		out = append(out, *open)
+		lastEnd, open, quiet, silent = end, nil, 0, 0
+	}
 	for i := range minutes {
 		p := measure(minutes, i, c)
 		p.signals, p.baselineTTFT = judge(p, &base, c)
+		if open != nil && p.signals == 0 && base.waitingHigh(p, c) {
+			p.signals = SignalWaiting
+		}
 		switch {
 		case open != nil && p.signals != 0:
-			quiet = 0
+			quiet, silent = 0, 0
+			open.SilentSince = time.Time{}
 			lastAnomalous = p.start
 			grow(open, p)
+		case open != nil && minutes[i].Requests == 0:
+			if silent == 0 {
+				open.SilentSince, quietBefore = p.start, quiet
+			}
+			silent++
+			if silent < c.Exit {
+				break
+			}
+			if quietBefore > 0 {
+				// It had recovered before it went silent.
+				open.SilentSince = time.Time{}
+				closeAt(lastAnomalous.Add(time.Minute))
+				break
+			}
+			closeAt(p.start.Add(time.Minute))
 		case open != nil:
 			quiet++
+			if silent > 0 {
+				silent = 0
+				open.SilentSince = time.Time{}
+			}
 			if quiet >= c.Exit {
-				open.End = lastAnomalous.Add(time.Minute)
-				out = append(out, *open)
-				lastEnd, open, quiet = open.End, nil, 0
+				closeAt(lastAnomalous.Add(time.Minute))
 			}
 		case p.signals != 0:
 			if seen == 0 || p.pooledFrom.After(counted) {
@@ -324,29 +399,43 @@ func Detect(minutes []Minute, c Config) []Episode {
 		}
 	}
 	if open != nil {
+		if silent < minSilence {
+			open.SilentSince = time.Time{}
+		}
 		out = append(out, *open)
 	}
 	return out
 }
 
-// fill returns minutes with a zero Minute for every missing one.
-func fill(minutes []Minute) []Minute {
+// minSilence is how many minutes without a request an ongoing episode
+// needs before it reads as silent: a request is counted in the minute it
+// started, so in a slow incident the newest minute lacks the requests
+// still under way.
+const minSilence = 2
+
+// fill returns minutes with a zero Minute for every missing one, up to
+// until.
+func fill(minutes []Minute, until time.Time) []Minute {
 	out := make([]Minute, 0, len(minutes))
+	gap := func(to time.Time) {
+		for t := out[len(out)-1].Start.Add(time.Minute); t.Before(to); t = t.Add(time.Minute) {
+			out = append(out, Minute{Start: t})
+		}
+	}
 	for _, m := range minutes {
-		if n := len(out); n > 0 {
-			for t := out[n-1].Start.Add(time.Minute); t.Before(m.Start); t = t.Add(time.Minute) {
-				out = append(out, Minute{Start: t})
-			}
+		if len(out) > 0 {
+			gap(m.Start)
 		}
 		out = append(out, m)
 	}
+	gap(until)
 	return out
 }
 
 // measure reads minute i, pooled with the minutes before it while it has
 // fewer than MinRequests.
 func measure(minutes []Minute, i int, c Config) point {
-	p := point{start: minutes[i].Start, ttft: math.NaN(), itl: math.NaN()}
+	p := point{start: minutes[i].Start, ttft: math.NaN(), itl: math.NaN(), waiting: minutes[i].Waiting}
 	ttft, itl := Histogram{}, Histogram{}
 	for j := i; j >= 0 && j > i-c.MaxPool; j-- {
 		m := minutes[j]

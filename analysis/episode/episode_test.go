@@ -3,6 +3,7 @@ package episode_test
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -227,5 +228,102 @@ func TestHistogramQuantile(t *testing.T) {
 	}
 	if q := (episode.Histogram{}).Quantile(0.95); !math.IsNaN(q) {
 		t.Errorf("p95 of nothing = %v, want NaN", q)
+	}
+}
+
+// A service that goes silent in an ongoing episode (a full outage) is not
+// resolved when its last request was served: the episode stays ongoing,
+// with no traffic since then, and ends Exit minutes into the silence. A
+// service that had recovered before going silent is resolved as usual.
+func TestDetectOutage(t *testing.T) {
+	const start, dark = 120, 130 // the incident starts, then the service goes silent
+	minutes := series(5, dark, 0.3, func(i int) (int, float64, float64, float64) {
+		if i >= start {
+			return 60, 300 * 12, 20, 0.01
+		}
+		return 60, 300, 20, 0.01
+	})
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Minute) }
+	t.Run("the newest minute empty", func(t *testing.T) {
+		eps := episode.Detect(minutes, episode.Config{Until: at(dark + 1)})
+		if len(eps) != 1 || !eps[0].Ongoing() || !eps[0].SilentSince.IsZero() {
+			t.Fatalf("got %+v, want one ongoing episode, not silent", eps)
+		}
+	})
+	t.Run("silent for 3 minutes", func(t *testing.T) {
+		eps := episode.Detect(minutes, episode.Config{Until: at(dark + 3)})
+		if len(eps) != 1 || !eps[0].Ongoing() {
+			t.Fatalf("got %+v, want one ongoing episode", eps)
+		}
+		within(t, "silent since", eps[0].SilentSince, at(dark), 0)
+	})
+	t.Run("silent for 20 minutes", func(t *testing.T) {
+		eps := episode.Detect(minutes, episode.Config{Until: at(dark + 20)})
+		if len(eps) != 1 || eps[0].Ongoing() {
+			t.Fatalf("got %+v, want one ended episode", eps)
+		}
+		within(t, "end", eps[0].End, at(dark+5), 0)
+		within(t, "silent since", eps[0].SilentSince, at(dark), 0)
+	})
+	t.Run("traffic back after 3 silent minutes", func(t *testing.T) {
+		back := slices.Clone(minutes)
+		back = append(back, series(6, 30, 0.3, healthy(60))...)
+		for i := range back[dark:] {
+			back[dark+i].Start = at(dark + 3 + i)
+		}
+		eps := episode.Detect(back, episode.Config{})
+		if len(eps) != 1 || eps[0].Ongoing() || !eps[0].SilentSince.IsZero() {
+			t.Fatalf("got %+v, want one resolved episode, not silent", eps)
+		}
+		within(t, "end", eps[0].End, at(dark), 0)
+	})
+	t.Run("recovered, then silent", func(t *testing.T) {
+		rec := slices.Clone(minutes)
+		rec = append(rec, series(7, 3, 0.3, healthy(60))...)
+		for i := range rec[dark:] {
+			rec[dark+i].Start = at(dark + i)
+		}
+		eps := episode.Detect(rec, episode.Config{Until: at(dark + 30)})
+		if len(eps) != 1 || eps[0].Ongoing() || !eps[0].SilentSince.IsZero() {
+			t.Fatalf("got %+v, want one resolved episode, not silent", eps)
+		}
+		within(t, "end", eps[0].End, at(dark), 0)
+	})
+}
+
+// Requests still waiting on the servers keep a queueing episode going while
+// the requests that finish look healthy again (the queued ones have not
+// finished, so they are not counted yet), and the gauge alone opens none.
+func TestDetectWaitingHoldsEpisode(t *testing.T) {
+	const start, drains, total = 120, 132, 170
+	minutes := series(8, total, 0.3, func(i int) (int, float64, float64, float64) {
+		if i >= start && i < drains {
+			return 60, 300 * 12, 20, 0.01
+		}
+		return 60, 300, 20, 0.01
+	})
+	for i := range minutes {
+		minutes[i].Waiting = float64(i % 2) // a healthy server: 0 or 1 waiting
+	}
+	for i := drains; i < drains+10; i++ {
+		minutes[i].Waiting = 40
+	}
+	eps := episode.Detect(minutes, episode.Config{})
+	if len(eps) != 1 {
+		t.Fatalf("got %d episodes, want 1: %+v", len(eps), eps)
+	}
+	within(t, "end", eps[0].End, t0.Add((drains+10)*time.Minute), 0)
+	if eps[0].Signals&episode.SignalWaiting == 0 {
+		t.Errorf("signals = %s, want waiting among them", eps[0].Signals)
+	}
+	if eps := episode.Detect(minutes[:drains], episode.Config{Until: t0.Add((drains + 2) * time.Minute)}); len(eps) != 1 || !eps[0].Ongoing() {
+		t.Errorf("cut 2 minutes into the silence: got %+v, want one ongoing episode", eps)
+	}
+	quietQueue := series(9, total, 0.3, healthy(60))
+	for i := 100; i < 110; i++ {
+		quietQueue[i].Waiting = 40
+	}
+	if eps := episode.Detect(quietQueue, episode.Config{}); len(eps) != 0 {
+		t.Errorf("a waiting gauge alone opened %+v", eps)
 	}
 }

@@ -544,7 +544,8 @@ func statements(op string, project uint32, window, before diagnose.Range, rough 
 			metricsStatement(project, diagnose.Buckets(window), window, before)}
 	case "episodes":
 		sql, args := analysis.EpisodeMinutesSQL(project, window.From, window.To)
-		return []statement{{sql, args}}
+		wsql, wargs := analysis.WaitingMinutesSQL(project, window.From, window.To)
+		return []statement{{sql, args}, {wsql, wargs}}
 	}
 	return nil
 }
