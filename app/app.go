@@ -22,7 +22,6 @@ import (
 	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/auth"
 	"github.com/tokenpath/tokenpath/config"
-	"github.com/tokenpath/tokenpath/demo"
 	"github.com/tokenpath/tokenpath/ingest"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/store/postgres"
@@ -343,10 +342,13 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	log.Info("tokenpath ready", "ui", a.HTTPAddr, "otlp_http", a.OTLPHTTPAddr, "otlp_grpc", a.OTLPGRPCAddr,
 		"startup", time.Since(t0).Round(time.Millisecond).String())
 	if cfg.Demo {
-		if err := a.startDemo(ctx); err != nil {
+		key, err := a.StartDemo(ctx)
+		if err != nil {
 			a.Stop(context.Background())
 			return err
 		}
+		fmt.Fprintf(os.Stderr, "\n  Tokenpath is running with demo traffic.\n  Open %s and log in with the API key:\n\n      %s\n\n  Send your own OTLP to %s (header Authorization: Bearer <key>). Ctrl-C stops everything.\n\n",
+			"http://"+loopback(a.HTTPAddr), key, "http://"+loopback(a.OTLPHTTPAddr))
 	}
 	var runErr error
 	select {
@@ -368,30 +370,6 @@ func (a *App) publicURL() string {
 	return "http://" + loopback(a.HTTPAddr)
 }
 
-// startDemo runs the demo traffic generator against this server's own OTLP
-// endpoint, with the bootstrap key or a key it creates and prints.
-func (a *App) startDemo(ctx context.Context) error {
-	if a.OTLPHTTPAddr == "" {
-		return errors.New("--demo needs the OTLP/HTTP receiver (TOKENPATH_OTLP_HTTP_ADDR)")
-	}
-	key, err := a.demoKey(ctx)
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	ui := "http://" + loopback(a.HTTPAddr)
-	fmt.Fprintf(os.Stderr, "\n  Tokenpath is running with demo traffic.\n  Open %s and log in with the API key:\n\n      %s\n\n  Send your own OTLP to %s (header Authorization: Bearer <key>). Ctrl-C stops everything.\n\n",
-		ui, key, "http://"+loopback(a.OTLPHTTPAddr))
-	a.workers.Add(1)
-	go func() {
-		defer a.workers.Done()
-		err := demo.Run(a.demoCtx, demo.Config{OTLPEndpoint: "http://" + loopback(a.OTLPHTTPAddr), APIBase: ui, APIKey: key, Log: a.Log}, time.Hour)
-		if err != nil && a.demoCtx.Err() == nil {
-			a.Log.Error("demo traffic stopped", "err", err)
-		}
-	}()
-	return nil
-}
-
 // loopback turns a listen address like ":8080" or "0.0.0.0:8080" into one
 // a local client can dial.
 func loopback(addr string) string {
@@ -403,30 +381,4 @@ func loopback(addr string) string {
 		host = "localhost"
 	}
 	return net.JoinHostPort(host, port)
-}
-
-// demoKey is the bootstrap key when set, else a key created once and kept
-// in the data dir (0600) so restarts of `make run` reuse it.
-func (a *App) demoKey(ctx context.Context) (string, error) {
-	if a.Config.BootstrapKey != "" {
-		return a.Config.BootstrapKey, nil
-	}
-	path := filepath.Join(a.Config.DataDir, "demo-key")
-	if b, err := os.ReadFile(path); err == nil {
-		if _, err := a.PG.ProjectForKey(ctx, strings.TrimSpace(string(b))); err == nil {
-			return strings.TrimSpace(string(b)), nil
-		}
-	}
-	project, err := a.PG.EnsureProject(ctx, "default")
-	if err != nil {
-		return "", err
-	}
-	key, err := a.PG.CreateKey(ctx, project, "demo")
-	if err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("save demo key: %w", err)
-	}
-	return key, nil
 }

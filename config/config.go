@@ -34,6 +34,7 @@ type Config struct {
 	LogFormat         string
 	LogLevel          string
 	Demo              bool
+	DemoBackfill      time.Duration
 	PublicURL         string
 	MetricsKey        string
 }
@@ -126,6 +127,15 @@ var Settings = []Setting{
 				return fmt.Errorf("want true or false, got %q", v)
 			}
 			c.Demo = b
+			return nil
+		}},
+	{"TOKENPATH_DEMO_BACKFILL", "demo-backfill", "4h", "history the demo sends on its first start; a restart sends only the gap since its newest stored traffic, at most this much",
+		func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return fmt.Errorf("want a duration such as 4h or 0, got %q", v)
+			}
+			c.DemoBackfill = d
 			return nil
 		}},
 	{"TOKENPATH_PUBLIC_URL", "public-url", "", "external base URL used in share links and alerts (default http://localhost + HTTP port)",

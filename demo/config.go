@@ -36,6 +36,10 @@ type Config struct {
 	// phases give the same spans, ids and figures. Run treats 0 as "pick
 	// one from the clock", so restarts do not repeat trace ids.
 	Seed int64
+	// Resume is the end of the newest demo traffic the server already
+	// holds (zero: none). Run backfills only from there, so a restart
+	// continues the history instead of sending a second copy of it.
+	Resume time.Time
 	// Rate is the rag-chat request rate at steady state, per second.
 	// Default 2. The support agent runs tasks at 0.15 × Rate.
 	Rate float64
@@ -48,6 +52,11 @@ const (
 	DefaultOTLPEndpoint = "http://127.0.0.1:4318"
 	DefaultAPIBase      = "http://127.0.0.1:8080"
 	DefaultRate         = 2.0
+	// DefaultBackfill is the history `make run` sends on first start: the
+	// episode detector's baseline holds the last hour of healthy minutes
+	// (analysis/episode.DefaultConfig), so four hours give every planted
+	// incident a clean hour before it and leave history to compare with.
+	DefaultBackfill = 4 * time.Hour
 )
 
 func (c Config) withDefaults() Config {
@@ -136,12 +145,14 @@ func (p Phase) Contains(t time.Time) bool { return !t.Before(p.From) && t.Before
 // cut into one slot per incident kind and each incident fills the last
 // quarter of its slot, so the three quarters before it are a clean healthy
 // baseline (Tokenpath's default baseline is the preceding 3× window).
-// Kinds that would get less than minIncident are dropped from the end of
-// the list.
+// Kinds that would get less than minIncident are dropped from the start of
+// the list, so KV saturation stays last: live traffic's first incident is
+// KV saturation again, a second repeat of the same incident with the
+// first still in view (TestBackfillPhases).
 func BackfillPhases(from, to time.Time) []Phase {
 	kinds := Incidents
 	for len(kinds) > 0 && to.Sub(from)/time.Duration(len(kinds))/4 < minIncident {
-		kinds = kinds[:len(kinds)-1]
+		kinds = kinds[1:]
 	}
 	if len(kinds) == 0 {
 		return nil

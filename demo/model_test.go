@@ -363,8 +363,13 @@ func TestBackfillPhases(t *testing.T) {
 		}
 		prevEnd = p.To
 	}
-	if got := BackfillPhases(base, base.Add(10*time.Minute)); len(got) != 1 || got[0].Incident != Incidents[0] {
-		t.Errorf("10 min backfill: %+v, want one %s", got, Incidents[0])
+	// A short backfill keeps the last kinds: KV saturation ends the
+	// history, and live traffic's first incident repeats it.
+	if got := BackfillPhases(base, base.Add(10*time.Minute)); len(got) != 1 || got[0].Incident != KVSaturation {
+		t.Errorf("10 min backfill: %+v, want one %s", got, KVSaturation)
+	}
+	if got := BackfillPhases(base, base.Add(DefaultBackfill)); len(got) != len(Incidents) || got[len(got)-1].Incident != LiveIncidents[0] {
+		t.Errorf("default backfill: %+v, want every incident, the last one live traffic's first", got)
 	}
 	// Every phase leaves a cold start room to go to zero and come back.
 	for _, d := range []time.Duration{10 * time.Minute, 30 * time.Minute, time.Hour, 3 * time.Hour} {

@@ -18,8 +18,9 @@ const (
 	scheduleAhead = time.Hour
 )
 
-// Run backfills the last backfill of traffic, with one planted incident of
-// each kind spread over it (BackfillPhases), then generates live traffic in
+// Run backfills the last backfill of traffic (or only what followed
+// cfg.Resume), with one planted incident of each kind spread over it
+// (BackfillPhases), then generates live traffic in
 // real time with the rotating incident schedule (LivePhases) until ctx is
 // done. Both run on one continuous simulation, so the queue, the replicas
 // and the autoscaler carry over from history into live traffic. It waits
@@ -44,7 +45,11 @@ func Run(ctx context.Context, cfg Config, backfill time.Duration) error {
 		// store already holds (it dedupes by trace and span id).
 		cfg.Seed = now.UnixNano()
 	}
-	from := now.Add(-max(backfill, 0))
+	from := backfillFrom(now, backfill, cfg.Resume)
+	backfill = now.Sub(from)
+	if !cfg.Resume.IsZero() && backfill > 0 {
+		log.Info("demo: continuing the stored demo traffic", "newest", cfg.Resume.Format(time.RFC3339), "gap", shortDuration(backfill))
+	}
 	phases := BackfillPhases(from, now)
 	planned := 0
 	live := LivePhases(now, now.Add(scheduleAhead), planned)
@@ -118,6 +123,22 @@ func Run(ctx context.Context, cfg Config, backfill time.Duration) error {
 			return ignoreCancel(err)
 		}
 	}
+}
+
+// backfillFrom is where the backfill starts: backfill before now, or the
+// end of the stored demo traffic (resume) when that is later, so a restart
+// fills only the gap and never sends a span older than what the store
+// holds (TestDemoContinuesWhereItStopped). A resume time in the future
+// (a clock step back) sends no history.
+func backfillFrom(now time.Time, backfill time.Duration, resume time.Time) time.Time {
+	from := now.Add(-max(backfill, 0))
+	if resume.After(now) {
+		return now
+	}
+	if resume.After(from) {
+		from = resume
+	}
+	return from
 }
 
 // waitForServer returns once the OTLP endpoint accepts connections. The

@@ -608,3 +608,7 @@ func (s *sim) finish(r *replica, q *seq, t time.Time) {
 	c.scheduled, c.firstToken, c.serverEnd = q.scheduled, q.first, t
 	s.completeRag(c)
 }
+
+// Services names every service the demo sends as, so a restarted server
+// can find where the demo's stored traffic ends.
+var Services = []string{ragService, agentService, vllmService}

@@ -1,0 +1,118 @@
+package app_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tokenpath/tokenpath/app/apptest"
+	"github.com/tokenpath/tokenpath/config"
+	"github.com/tokenpath/tokenpath/store/postgres/pgtest"
+)
+
+// demoApps are the demo's calling apps: their pod names come from the
+// run's seed, so each run of the demo sends under pod names of its own.
+var demoApps = []string{"rag-chat", "support-agent"}
+
+// demoSpans reads, per pod of the demo's apps, the oldest span start and
+// the newest span end the server stored.
+func demoSpans(t *testing.T, srv *apptest.Server) map[string][2]time.Time {
+	t.Helper()
+	r, err := srv.CH.Query(context.Background(), `SELECT instance, min(start) AS oldest, max(end_time) AS newest
+		FROM spans WHERE project_id = 1 AND service IN ? GROUP BY instance`, demoApps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][2]time.Time{}
+	for i := range r.Len() {
+		w := r.Row(i)
+		out[w.String("instance")] = [2]time.Time{w.Time("oldest"), w.Time("newest")}
+	}
+	return out
+}
+
+// waitLive waits until the demo's apps sent spans that started at or after
+// since (live traffic) and returns what the store holds then.
+func waitLive(t *testing.T, srv *apptest.Server, since time.Time) map[string][2]time.Time {
+	t.Helper()
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		pods := demoSpans(t, srv)
+		for _, p := range pods {
+			if !p[1].Before(since) {
+				return pods
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no live demo spans since %v: %v", since, pods)
+		}
+	}
+}
+
+// A restarted demo continues from the newest demo traffic the store holds:
+// it backfills the gap since then and no span of the second run is older
+// than the first run's newest, so no stretch of history is sent twice.
+func TestDemoContinuesWhereItStopped(t *testing.T) {
+	opt := apptest.Options{DataDir: t.TempDir(), DatabaseURL: pgtest.URL(t), Configure: func(c *config.Config) {
+		c.Demo, c.DemoBackfill = true, 20*time.Minute
+	}}
+	ctx := context.Background()
+
+	first := apptest.Start(t, opt)
+	started := time.Now()
+	if _, err := first.StartDemo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitLive(t, first, started)
+	first.Stop(ctx)
+	// The second run starts after a pause, so there is a gap to fill.
+	time.Sleep(3 * time.Second)
+
+	second := apptest.Start(t, opt)
+	restarted := time.Now()
+	firstPods := demoSpans(t, second)
+	if len(firstPods) != 3 {
+		t.Fatalf("first run stored pods %v, want 2 rag-chat pods and a support-agent pod", firstPods)
+	}
+	var oldest, newest time.Time
+	for _, p := range firstPods {
+		if oldest.IsZero() || p[0].Before(oldest) {
+			oldest = p[0]
+		}
+		newest = later(newest, p[1])
+	}
+	if oldest.After(started.Add(-19*time.Minute)) || oldest.Before(started.Add(-21*time.Minute)) {
+		t.Errorf("first run's history starts at %v, want the 20 min backfill before %v", oldest, started)
+	}
+	if _, err := second.StartDemo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	all := waitLive(t, second, restarted)
+	var secondOldest time.Time
+	for pod, p := range all {
+		if _, ok := firstPods[pod]; ok {
+			if !p[1].Equal(firstPods[pod][1]) {
+				t.Errorf("pod %s of the first run got spans after the restart (newest %v, was %v)", pod, p[1], firstPods[pod][1])
+			}
+			continue
+		}
+		if secondOldest.IsZero() || p[0].Before(secondOldest) {
+			secondOldest = p[0]
+		}
+	}
+	if len(all) != 6 {
+		t.Fatalf("pods after the restart %v, want the first run's three and three of the second run", all)
+	}
+	if !secondOldest.After(newest) {
+		t.Errorf("the second run sent spans from %v, before the first run's newest %v: history sent twice", secondOldest, newest)
+	}
+	if !secondOldest.Before(restarted) {
+		t.Errorf("the second run starts at %v, after its restart %v: the gap since %v was not backfilled", secondOldest, restarted, newest)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
