@@ -152,6 +152,8 @@ func diagnoseWith(in Input, rules *verdictTable) Diagnosis {
 	if len(in.Requests) == 0 {
 		d.Summary = "No LLM requests in the window, so there is nothing to diagnose."
 		d.Answers.Cause = VerdictHealthy
+		a.waitingAtEndEvidence()
+		d.Evidence = a.numbered()
 		return d.withEmptyLists()
 	}
 
@@ -167,6 +169,7 @@ func diagnoseWith(in Input, rules *verdictTable) Diagnosis {
 		} else {
 			d.Summary = a.summary(r.Verdict)
 		}
+		a.waitingAtEndEvidence()
 		d.Evidence = a.numbered()
 		return d.withEmptyLists()
 	}
@@ -174,6 +177,7 @@ func diagnoseWith(in Input, rules *verdictTable) Diagnosis {
 		d.Confidence, d.Summary = a.healthy()
 		d.Answers.Cause = VerdictHealthy
 		d.BubbleUp = a.bubbleUpFor(a.primaryGroup())
+		a.waitingAtEndEvidence()
 		d.Evidence = a.numbered()
 		return d.withEmptyLists()
 	}
@@ -183,6 +187,7 @@ func diagnoseWith(in Input, rules *verdictTable) Diagnosis {
 	d.BubbleUp = a.bubble
 	d.Confidence = a.confidence()
 	d.Summary = a.summary(verdict)
+	a.waitingAtEndEvidence()
 	d.Evidence = a.numbered()
 	return d.withEmptyLists()
 }

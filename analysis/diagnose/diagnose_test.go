@@ -629,3 +629,28 @@ func TestSLOResultWords(t *testing.T) {
 		t.Errorf("SLO text %q, want %q", res.Text, want)
 	}
 }
+
+// Requests still waiting at the window's end are evidence of the queue
+// the newest buckets under-report: the queue forms in the last minute, so
+// the window's finished requests still look healthy.
+func TestWaitingAtWindowEnd(t *testing.T) {
+	w := newWorld(12)
+	w.gauges = func(w *world, ts time.Time, inst string) (float64, float64, float64) {
+		if !ts.Before(w.window.To.Add(-time.Minute)) {
+			return 0.97, 20, 48
+		}
+		return healthyGauges(w, ts, inst)
+	}
+	d := Diagnose(w.input())
+	got, ok := figure(d, "waiting_at_end")
+	if !ok || got < 60 {
+		t.Fatalf("waiting_at_end = %v (%v), want 60 (20 on each of 3 instances)\n%s", got, ok, explain(d))
+	}
+	if !strings.Contains(explain(d), "60 requests still waiting on the servers at "+w.window.To.Format("15:04")) {
+		t.Errorf("no evidence line on the waiting requests:\n%s", explain(d))
+	}
+	calm := newWorld(12)
+	if _, ok := figure(Diagnose(calm.input()), "waiting_at_end"); ok {
+		t.Error("a calm window's end reads as a queue")
+	}
+}
