@@ -32,7 +32,10 @@ func (q *Queries) Diagnose(ctx context.Context, d DiagnoseRequest) (diagnose.Dia
 	if err != nil {
 		return diagnose.Diagnosis{}, err
 	}
-	return q.withServerMetrics(ctx, d, in, diagnose.Diagnose(in))
+	if in.ServerMetrics, err = q.serverMetricsFor(ctx, d, in); err != nil {
+		return diagnose.Diagnosis{}, err
+	}
+	return diagnose.Diagnose(in), nil
 }
 
 // DiagnoseWithSlowest is Diagnose and the window's n slowest requests by
@@ -59,14 +62,14 @@ func (q *Queries) DiagnoseWithSlowest(ctx context.Context, d DiagnoseRequest, n 
 	}
 	// The diagnosis runs while the list's last read does.
 	var out diagnose.Diagnosis
-	g.Go(func() error {
+	g.Go(func() (err error) {
+		if in.ServerMetrics, err = q.serverMetricsFor(ctx, d, in); err != nil {
+			return err
+		}
 		out = diagnose.Diagnose(in)
 		return nil
 	})
 	if err := g.Wait(); err != nil {
-		return diagnose.Diagnosis{}, nil, err
-	}
-	if out, err = q.withServerMetrics(ctx, d, in, out); err != nil {
 		return diagnose.Diagnosis{}, nil, err
 	}
 	if in.WindowTotal == 0 { // the rows are the whole window

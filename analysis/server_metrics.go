@@ -9,6 +9,7 @@ import (
 
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/analysis/stats"
+	"github.com/tokenpath/tokenpath/store/clickhouse"
 )
 
 // serverHistogramNames are the histograms a metrics-only diagnosis reads.
@@ -21,43 +22,47 @@ var serverHistogramNames = func() []string {
 	return out
 }()
 
-// serverCounterNames are the counters (and SGLang's hit-rate gauge) that
-// corroborate a metrics-only verdict.
+// serverCounterNames are the counters (and the ratio gauges: SGLang's hit
+// rate, DCGM's GPU activity) that corroborate a metrics-only verdict.
 var serverCounterNames = []string{diagnose.MetricPreemptions, diagnose.MetricPrefixCacheHits,
-	diagnose.MetricPrefixCacheQueries, diagnose.MetricPrefixCacheHitRate}
+	diagnose.MetricPrefixCacheQueries, diagnose.MetricPrefixCacheHitRate,
+	diagnose.MetricGPUDRAMActive, diagnose.MetricGPUTensorActive, diagnose.MetricGPUSMActive}
+
+// serverRatioGauges are read as their mean over a range, not as growth.
+var serverRatioGauges = []string{diagnose.MetricPrefixCacheHitRate,
+	diagnose.MetricGPUDRAMActive, diagnose.MetricGPUTensorActive, diagnose.MetricGPUSMActive}
 
 // endpointSpans bounds the client spans read for their server.address:
 // the endpoints a service calls are few and show up in any few thousand.
 const endpointSpans = 5000
 
-// withServerMetrics rereads a diagnosis from the inference servers' own
-// metrics when its calls carry no server split: the service itself when
-// it exports histograms (a server known by its metrics), else the servers
-// its calls reached, tied by the client spans' server.address:server.port
-// to the metrics' instance (service.instance.id as the Collector's
-// Prometheus receiver sets it, or the scrape target's host:port).
-func (q *Queries) withServerMetrics(ctx context.Context, d DiagnoseRequest, in diagnose.Input, out diagnose.Diagnosis) (diagnose.Diagnosis, error) {
+// serverMetricsFor loads the inference servers' own metrics for a
+// diagnosis whose calls carry no server split (nil otherwise, and when
+// there are none): the service itself when it exports histograms (a
+// server known by its metrics), else the servers its calls reached, tied
+// by the client spans' server.address:server.port to the metrics'
+// instance (service.instance.id as the Collector's Prometheus receiver
+// sets it, or the scrape target's host:port). The verdict rules read them
+// from diagnose.Input.ServerMetrics.
+func (q *Queries) serverMetricsFor(ctx context.Context, d DiagnoseRequest, in diagnose.Input) (*diagnose.ServerMetrics, error) {
 	for i := range in.Requests {
 		if r := &in.Requests[i]; r.Queue != nil || r.Prefill != nil || r.ServerService != "" {
-			return out, nil // server spans give the split
+			return nil, nil // server spans give the split
 		}
 	}
 	if d.Service == "" {
-		return out, nil
+		return nil, nil
 	}
-	baseline := out.Baseline // the one the diagnosis chose
-	if baseline.IsZero() {
-		baseline = d.Baseline
-	}
+	baseline := in.Baseline
 	if baseline.IsZero() {
 		baseline = diagnose.DefaultBaseline(d.Window)
 	}
 	span := diagnose.Range{From: minTime(d.Window.From, baseline.From), To: maxTime(d.Window.To, baseline.To)}
 	sm, err := q.ServerMetrics(ctx, d.Project, d.Service, d.Window, baseline, span)
 	if err != nil || len(sm.Histograms) == 0 {
-		return out, err
+		return nil, err
 	}
-	return diagnose.ApplyServerMetrics(out, in, sm), nil
+	return &sm, nil
 }
 
 // ServerMetrics loads the figures of the inference servers behind service
@@ -77,7 +82,7 @@ func (q *Queries) ServerMetrics(ctx context.Context, project uint32, service str
 		}
 		for srv, instances := range series {
 			for _, e := range endpoints {
-				if matchEndpoint(e, instances) && !slices.Contains(sm.Servers, srv) {
+				if matchEndpoint(e, instanceNames(instances)) && !slices.Contains(sm.Servers, srv) {
 					sm.Servers = append(sm.Servers, srv)
 					sm.Endpoints = append(sm.Endpoints, e)
 				}
@@ -90,10 +95,17 @@ func (q *Queries) ServerMetrics(ctx context.Context, project uint32, service str
 	if len(sm.Servers) == 0 {
 		return sm, nil
 	}
+	sm.NewInstances = newInstances(series, sm.Servers, window)
 	width := diagnose.Buckets(window)
 	if sm.Histograms, err = q.serverHistograms(ctx, project, sm.Servers, width, span); err != nil {
 		return sm, err
 	}
+	events, err := q.CH.Query(ctx, "SELECT "+clickhouse.EventColumns+" FROM events FINAL WHERE project_id = ? AND service IN ? AND time >= ? AND time < ? ORDER BY time",
+		project, sm.Servers, span.From, span.To)
+	if err != nil {
+		return sm, fmt.Errorf("load server events: %w", err)
+	}
+	sm.Events = clickhouse.ScanEvents(events)
 	gauges, err := q.metrics(ctx, project, sm.Servers, width, window, baseline)
 	if err != nil {
 		return sm, err
@@ -105,20 +117,60 @@ func (q *Queries) ServerMetrics(ctx context.Context, project uint32, service str
 	return sm, err
 }
 
+// serverInstance is one instance of a server with histograms and its
+// first interval in the range read.
+type serverInstance struct {
+	name  string
+	first time.Time
+}
+
 // histogramSeries lists the services with server histograms over r and
 // their instances.
-func (q *Queries) histogramSeries(ctx context.Context, project uint32, r diagnose.Range) (map[string][]string, error) {
-	res, err := q.CH.Query(ctx, "SELECT service, groupUniqArray(1000)(instance) AS instances FROM histogram_points WHERE project_id = ? AND time >= ? AND time < ? AND name IN ? GROUP BY service",
+func (q *Queries) histogramSeries(ctx context.Context, project uint32, r diagnose.Range) (map[string][]serverInstance, error) {
+	res, err := q.CH.Query(ctx, `SELECT service, instance, min(time) AS first FROM histogram_points
+		WHERE project_id = ? AND time >= ? AND time < ? AND name IN ? GROUP BY service, instance ORDER BY service, instance LIMIT 1000 BY service`,
 		project, r.From, r.To, serverHistogramNames)
 	if err != nil {
 		return nil, fmt.Errorf("server histograms: %w", err)
 	}
-	out := map[string][]string{}
+	out := map[string][]serverInstance{}
 	for i := range res.Len() {
 		row := res.Row(i)
-		out[row.String("service")] = row.Strings("instances")
+		s := row.String("service")
+		out[s] = append(out[s], serverInstance{name: row.String("instance"), first: row.Time("first")})
 	}
 	return out, nil
+}
+
+func instanceNames(xs []serverInstance) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = x.name
+	}
+	return out
+}
+
+// newInstances are the servers' instances whose histograms begin in the
+// window while others of them reported before it: a replica that came
+// up (a scale-up, a restart under a new address).
+func newInstances(series map[string][]serverInstance, servers []string, window diagnose.Range) []string {
+	var fresh []string
+	older := false
+	for _, s := range servers {
+		for _, inst := range series[s] {
+			switch {
+			case inst.first.Before(window.From):
+				older = true
+			case window.Contains(inst.first):
+				fresh = append(fresh, inst.name)
+			}
+		}
+	}
+	if !older {
+		return nil
+	}
+	slices.Sort(fresh)
+	return fresh
 }
 
 // serverEndpoints are the server.address:server.port (or the address
@@ -208,8 +260,10 @@ func (q *Queries) serverCounters(ctx context.Context, project uint32, servers []
 			a = &acc{}
 			grew[[2]string{name, side}] = a
 		}
-		if name == diagnose.MetricPrefixCacheHitRate {
-			a.sum, a.n = a.sum+v, a.n+1
+		if slices.Contains(serverRatioGauges, name) {
+			if side != "" {
+				a.sum, a.n = a.sum+v, a.n+1
+			}
 		} else if key == prevKey && side != "" {
 			if v >= prev {
 				a.sum += v - prev
@@ -225,7 +279,7 @@ func (q *Queries) serverCounters(ctx context.Context, project uint32, servers []
 		get := func(name string) *float64 {
 			if a := grew[[2]string{name, side}]; a != nil && a.n > 0 {
 				v := a.sum
-				if name == diagnose.MetricPrefixCacheHitRate {
+				if slices.Contains(serverRatioGauges, name) {
 					v /= a.n
 				}
 				return &v
@@ -234,6 +288,7 @@ func (q *Queries) serverCounters(ctx context.Context, project uint32, servers []
 		}
 		c.Preemptions, c.PrefixHits, c.PrefixQueries, c.HitRateMean = get(diagnose.MetricPreemptions),
 			get(diagnose.MetricPrefixCacheHits), get(diagnose.MetricPrefixCacheQueries), get(diagnose.MetricPrefixCacheHitRate)
+		c.DRAMActive, c.TensorActive, c.SMActive = get(diagnose.MetricGPUDRAMActive), get(diagnose.MetricGPUTensorActive), get(diagnose.MetricGPUSMActive)
 		return c
 	}
 	return figures("w"), figures("b"), nil

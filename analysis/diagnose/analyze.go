@@ -62,6 +62,9 @@ type analysis struct {
 	// blockedQueue is the queue candidate a prefill verdict took over
 	// (queue time spent behind other requests' long prefills), if any.
 	blockedQueue *candidate
+	// server holds the servers' metrics when they stand in for a split
+	// the calls do not carry (no server spans); nil otherwise.
+	server *serverFigures
 }
 
 // Diagnose explains the window's slow requests; see the package comment and
@@ -78,6 +81,10 @@ func diagnoseWith(in Input, rules *verdictTable) Diagnosis {
 	a := &analysis{in: in, rules: rules, width: Buckets(in.Window),
 		winCols: newColumns(in.Requests), baseCols: newColumns(in.BaselineRequests)}
 	a.hasBaseline = len(in.BaselineRequests) >= minBaselineRequests
+	a.server = newServerFigures(in)
+	if a.server != nil {
+		a.in.Events = append(slices.Clip(a.in.Events), a.server.sm.Events...)
+	}
 	for _, m := range in.Metrics {
 		switch {
 		case in.Window.Contains(m.Time):
@@ -149,7 +156,10 @@ func diagnoseWith(in Input, rules *verdictTable) Diagnosis {
 		Cost:     cost,
 	}
 	d.Answers.Compare = cmp
-	if len(in.Requests) == 0 {
+	if a.server != nil {
+		a.server.apply(a, &d)
+	}
+	if len(in.Requests) == 0 && a.server == nil {
 		d.Summary = "No LLM requests in the window, so there is nothing to diagnose."
 		d.Answers.Cause = VerdictHealthy
 		a.waitingAtEndEvidence()
@@ -157,9 +167,11 @@ func diagnoseWith(in Input, rules *verdictTable) Diagnosis {
 		return d.withEmptyLists()
 	}
 
-	a.groups = buildGroups(a.winCols, a.baseCols)
-	d.Answers.Bound = ttftBound(a.group("ttft"))
-	a.chooseMode()
+	if len(in.Requests) > 0 {
+		a.groups = buildGroups(a.winCols, a.baseCols)
+		d.Answers.Bound = ttftBound(a.group("ttft"))
+		a.chooseMode()
+	}
 	if r := a.claim(); r != nil {
 		d.Verdict, d.Answers.Cause = r.Verdict, r.Verdict
 		d.BubbleUp = a.bubbleUpFor(a.primaryGroup())

@@ -86,6 +86,13 @@ type DecodeBound struct {
 	RunningR *float64 `json:"itl_vs_running_r"`
 	KVR      *float64 `json:"itl_vs_kv_r"`
 	Text     string   `json:"text"`
+	// Source is "dcgm" when the GPU's activity decided (DRAMActive against
+	// ComputeActive, the tensor pipes' or else the SMs' ratio, named by
+	// ComputeMetric); empty when ITL's relation with the batch did.
+	Source        string   `json:"source,omitempty"`
+	DRAMActive    *float64 `json:"gpu_dram_active,omitempty"`
+	ComputeActive *float64 `json:"gpu_compute_active,omitempty"`
+	ComputeMetric string   `json:"gpu_compute_metric,omitempty"`
 }
 
 // workloadShape answers prefill- or decode-heavy.

@@ -98,6 +98,11 @@ type Input struct {
 	Attributes map[string]map[string]string
 	SLO        *SLO             // optional
 	Prices     map[string]Price // model → price; a missing model means cost unknown
+	// ServerMetrics are the histograms, gauges and counters of the
+	// inference servers the calls reached, optional: when the calls carry
+	// no server split they stand in for it, and the verdict rules claim
+	// the window from them.
+	ServerMetrics *ServerMetrics
 }
 
 // Canonical metric names, as ingest normalizes vLLM/SGLang gauges.

@@ -23,6 +23,11 @@ const (
 	MetricPrefixCacheHits    = "prefix_cache_hits_total"
 	MetricPrefixCacheQueries = "prefix_cache_queries_total"
 	MetricPrefixCacheHitRate = "prefix_cache_hit_rate"
+
+	// GPU activity from the DCGM exporter, ratios 0..1.
+	MetricGPUDRAMActive   = "gpu_dram_active"
+	MetricGPUTensorActive = "gpu_tensor_active"
+	MetricGPUSMActive     = "gpu_sm_active"
 )
 
 // ServerHistogramNames maps each server histogram to the component it
@@ -55,8 +60,13 @@ type ServerMetrics struct {
 	// Servers over both ranges.
 	Gauges []telemetry.MetricPoint
 	// Counters: how much each counter grew in the window and the
-	// baseline (resets counted), and the hit-rate gauge's mean.
+	// baseline (resets counted), and the means of the ratio gauges.
 	Window, Baseline CounterFigures
+	// Events are the servers' scale and instance events over both
+	// ranges; NewInstances the server instances whose series begin in
+	// the window after the baseline had others.
+	Events       []telemetry.Event
+	NewInstances []string
 }
 
 // CounterFigures are a range's counter increases; nil = not exported.
@@ -65,6 +75,9 @@ type CounterFigures struct {
 	PrefixHits    *float64
 	PrefixQueries *float64
 	HitRateMean   *float64 // SGLang's gauge, when no counters
+	// GPU activity ratios (0..1) from the DCGM exporter, means over the
+	// range: memory interface, tensor pipes, SMs.
+	DRAMActive, TensorActive, SMActive *float64
 }
 
 // PrefixHitRate is hits/queries, else the gauge's mean; nil when unknown.

@@ -23,7 +23,40 @@ func init() {
 		Component:   ComponentColdStartWait,
 		Override:    (*analysis).coldStartOverride,
 		Corroborate: (*analysis).corroborateColdStart,
+		Claim:       (*analysis).claimColdStartFromServer,
+		Summary:     (*analysis).serverSummary,
 	})
+}
+
+// claimColdStartFromServer: without server spans, the app's TTFT (or the
+// servers' prefill) grew while the servers scaled up or a new instance
+// began, and their queue did not: the calls were held before a server
+// took them.
+func (a *analysis) claimColdStartFromServer() bool {
+	f := a.server
+	if f == nil || f.pick != VerdictColdStart {
+		return false
+	}
+	firstUp := a.scaleEvidence()
+	var ev []Evidence
+	if len(f.sm.NewInstances) > 0 {
+		ev = append(ev, Evidence{Text: "New server instances whose metrics begin in the window: " + strings.Join(firstN(f.sm.NewInstances, 3), ", ") + ".",
+			Figures: figures("new_instances", float64(len(f.sm.NewInstances)))})
+	}
+	comp, delta := "", 0.0
+	if gap, ok := f.clientGap(); ok {
+		sd, _ := f.serverTTFTGrowth()
+		delta = gap
+		ev = append(ev, Evidence{Text: fmt.Sprintf("Client TTFT p95 %s → %s while the servers' own TTFT moved %s: the calls waited before a server took them.",
+			fmtMs(*f.clientB), fmtMs(*f.clientP95), fmtDelta(sd)),
+			Figures: map[string]float64{"client_ttft_p95": *f.clientP95, "client_ttft_baseline_p95": *f.clientB, "server_ttft_growth_ms": sd}})
+	} else {
+		delta, _ = f.prefillGrowth()
+		if comp = ComponentPrefill; f.comps[ComponentPrefill].P95 == nil {
+			comp = ComponentTTFT
+		}
+	}
+	return a.claimFromServer(comp, delta, ev, coldStartCause(firstUp))
 }
 
 // coldStartOverride takes over a verdict whose part a hold can surface in
@@ -54,20 +87,67 @@ func coldShare(reqs []telemetry.LLMRequest, idx []int) float64 {
 }
 
 func (a *analysis) corroborateColdStart(g *group) {
-	from := a.in.Window.From.Add(-max(a.in.Window.Duration()/10, a.width))
-	var scale []telemetry.Event
+	firstUp := a.scaleEvidence()
+	newInst := a.newInstances()
 	var started []string
 	for _, e := range a.in.Events {
-		if e.Time.Before(from) || !e.Time.Before(a.in.Window.To) {
-			continue
+		if e.Kind == telemetry.EventInstanceStarted && e.Instance != "" && a.nearWindow(e) {
+			started = append(started, fmt.Sprintf("%s at %s", e.Instance, fmtClock(e.Time)))
 		}
-		switch e.Kind {
-		case telemetry.EventScale:
-			scale = append(scale, e)
-		case telemetry.EventInstanceStarted:
-			if e.Instance != "" {
-				started = append(started, fmt.Sprintf("%s at %s", e.Instance, fmtClock(e.Time)))
+	}
+	if len(started) > 0 || len(newInst) > 0 {
+		var text string
+		if len(started) > 0 {
+			text = "Instances started: " + strings.Join(firstN(started, 3), ", ")
+		} else {
+			text = "New instances not seen in the baseline: " + strings.Join(firstN(newInst, 3), ", ")
+		}
+		a.add(text+".", figures("new_instances", float64(max(len(started), len(newInst)))))
+		a.bonus += 0.1
+	}
+	slowCold, fastCold := coldShare(a.in.Requests, g.slow), coldShare(a.in.Requests, g.fast)
+	wait := stats.Summarize(values(a.in.Requests, ComponentColdStartWait))
+	if slowCold > 0 || wait.N > 0 {
+		text := fmt.Sprintf("%s of slow requests were cold starts, %s of fast ones", fmtPct(slowCold), fmtPct(fastCold))
+		if wait.N > 0 {
+			verb := "were"
+			if wait.N == 1 {
+				verb = "was"
 			}
+			text += fmt.Sprintf("; %s %s held, cold-start wait p95 %s", Plural(wait.N, "request"), verb, fmtMs(wait.P95))
+		}
+		a.add(text+".", figures("slow_cold_share", slowCold, "fast_cold_share", fastCold,
+			"held_requests", float64(wait.N), "cold_start_wait_p95_ms", wait.P95))
+		if slowCold >= 1.0/3 {
+			a.bonus += 0.05
+		}
+	}
+	a.cause = coldStartCause(firstUp)
+}
+
+// coldStartCause names the first scale-up when there is one.
+func coldStartCause(firstUp *telemetry.Event) string {
+	if firstUp == nil {
+		return "requests were held while new instances started"
+	}
+	return fmt.Sprintf("requests were held while a new instance started (scale %s → %s at %s)",
+		replicas(firstUp.FromReplicas), replicas(firstUp.ToReplicas), fmtClock(firstUp.Time))
+}
+
+// nearWindow reports whether an event lies from shortly before the
+// window (a tenth of it, at least one chart bucket) to its end.
+func (a *analysis) nearWindow(e telemetry.Event) bool {
+	from := a.in.Window.From.Add(-max(a.in.Window.Duration()/10, a.width))
+	return !e.Time.Before(from) && e.Time.Before(a.in.Window.To)
+}
+
+// scaleEvidence quotes the scale events around the window, moves the
+// bonus for a scale-up (from zero) and returns the first scale-up.
+func (a *analysis) scaleEvidence() *telemetry.Event {
+	var scale []telemetry.Event
+	for _, e := range a.in.Events {
+		if e.Kind == telemetry.EventScale && a.nearWindow(e) {
+			scale = append(scale, e)
 		}
 	}
 	slices.SortStableFunc(scale, func(x, y telemetry.Event) int { return x.Time.Compare(y.Time) })
@@ -106,41 +186,7 @@ func (a *analysis) corroborateColdStart(g *group) {
 	} else {
 		a.add("No scale events recorded around the window (send them to POST /api/v1/events to confirm).", nil)
 	}
-	newInst := a.newInstances()
-	if len(started) > 0 || len(newInst) > 0 {
-		var text string
-		if len(started) > 0 {
-			text = "Instances started: " + strings.Join(firstN(started, 3), ", ")
-		} else {
-			text = "New instances not seen in the baseline: " + strings.Join(firstN(newInst, 3), ", ")
-		}
-		a.add(text+".", figures("new_instances", float64(max(len(started), len(newInst)))))
-		a.bonus += 0.1
-	}
-	slowCold, fastCold := coldShare(a.in.Requests, g.slow), coldShare(a.in.Requests, g.fast)
-	wait := stats.Summarize(values(a.in.Requests, ComponentColdStartWait))
-	if slowCold > 0 || wait.N > 0 {
-		text := fmt.Sprintf("%s of slow requests were cold starts, %s of fast ones", fmtPct(slowCold), fmtPct(fastCold))
-		if wait.N > 0 {
-			verb := "were"
-			if wait.N == 1 {
-				verb = "was"
-			}
-			text += fmt.Sprintf("; %s %s held, cold-start wait p95 %s", Plural(wait.N, "request"), verb, fmtMs(wait.P95))
-		}
-		a.add(text+".", figures("slow_cold_share", slowCold, "fast_cold_share", fastCold,
-			"held_requests", float64(wait.N), "cold_start_wait_p95_ms", wait.P95))
-		if slowCold >= 1.0/3 {
-			a.bonus += 0.05
-		}
-	}
-	switch {
-	case firstUp != nil:
-		a.cause = fmt.Sprintf("requests were held while a new instance started (scale %s → %s at %s)",
-			replicas(firstUp.FromReplicas), replicas(firstUp.ToReplicas), fmtClock(firstUp.Time))
-	default:
-		a.cause = "requests were held while new instances started"
-	}
+	return firstUp
 }
 
 // newInstances lists instances serving the window that the baseline never

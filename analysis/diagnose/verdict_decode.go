@@ -21,7 +21,54 @@ func init() {
 		Component:   ComponentDecode,
 		WithinNoise: (*analysis).decodeWithinNoise,
 		Corroborate: (*analysis).corroborateDecode,
+		Claim:       (*analysis).claimDecodeFromServer,
+		Summary:     (*analysis).serverSummary,
 	})
+}
+
+// claimDecodeFromServer: without server spans, the servers' inter-token
+// latency (else decode time) grew while their TTFT did not explain the
+// window; preemptions, KV pressure and the GPU's memory- or compute-bound
+// activity (DCGM) corroborate it.
+func (a *analysis) claimDecodeFromServer() bool {
+	f := a.server
+	if f == nil || f.pick != VerdictDecode {
+		return false
+	}
+	d, _ := f.decodeGrowth()
+	comp := ComponentITL
+	if _, ok := f.growthBy(ComponentITL, decodeGrowthRatio, itlGrowthMinMs); !ok {
+		comp = ComponentDecode
+	}
+	ev := append(f.preemptionEvidence(), f.pressureEvidence()...)
+	cause := "token generation slowed"
+	if g := gpuDecodeBound(f.sm.Window); g != nil {
+		ev = append(ev, Evidence{Text: g.Text, Figures: figures("gpu_dram_active", val(g.DRAMActive), "gpu_compute_active", val(g.ComputeActive))})
+		cause += " (" + g.Kind + ")"
+	}
+	return a.claimFromServer(comp, d, ev, cause)
+}
+
+// gpuDecodeBound tells memory- from compute-bound decode by the GPU's own
+// activity (DCGM exporter, window means): the memory interface busier
+// than the tensor pipes (else the SMs, when the tensor pipes are not
+// exported) is memory-bound. nil without DRAM activity or either compute
+// figure.
+func gpuDecodeBound(c CounterFigures) *DecodeBound {
+	compute, metric, label := c.TensorActive, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "tensor pipes"
+	if compute == nil {
+		compute, metric, label = c.SMActive, "DCGM_FI_PROF_SM_ACTIVE", "SMs"
+	}
+	if c.DRAMActive == nil || compute == nil {
+		return nil
+	}
+	d := &DecodeBound{Kind: "compute-bound", Source: "dcgm", DRAMActive: c.DRAMActive, ComputeActive: compute, ComputeMetric: metric}
+	if *c.DRAMActive >= *compute {
+		d.Kind = "memory-bound"
+	}
+	d.Text = fmt.Sprintf("Decode is %s by the GPU's own counters: memory interface active %s of cycles vs %s %s (DCGM_FI_PROF_DRAM_ACTIVE vs %s, means over the window).",
+		d.Kind, fmtPct(*c.DRAMActive), label, fmtPct(*compute), metric)
+	return d
 }
 
 // decodeWithinNoise explains away a regression that decode carries when

@@ -12,7 +12,28 @@ const VerdictHealthy Verdict = "healthy"
 // Healthy is reached when no headline regressed (chooseMode), not by a
 // part of the request, so its rule only names it.
 func init() {
-	register(verdictRule{Verdict: VerdictHealthy, Label: "Healthy"})
+	register(verdictRule{Verdict: VerdictHealthy, Label: "Healthy",
+		Claim: (*analysis).claimHealthyFromServer, Summary: (*analysis).healthyServerSummary})
+}
+
+// claimHealthyFromServer: without server spans, the servers' histograms
+// moved within their buckets and the calls did not regress either (or
+// there are no calls: a server known only by its metrics).
+func (a *analysis) claimHealthyFromServer() bool {
+	f := a.server
+	if f == nil || f.pick != VerdictHealthy || len(a.in.Requests) > 0 && a.mode != modeHealthy {
+		return false
+	}
+	if len(a.in.Requests) > 0 {
+		a.healthy()
+	}
+	a.addEvidence(f.splitEvidence())
+	a.bonus += 0.3
+	return true
+}
+
+func (a *analysis) healthyServerSummary() string {
+	return fmt.Sprintf("Healthy: the histograms of %s show no queue, prefill or decode growth beyond their bucket resolution.", strings.Join(a.server.sm.Servers, ", "))
 }
 
 // healthy returns the confidence and summary of a healthy window, and adds

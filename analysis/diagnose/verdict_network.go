@@ -18,7 +18,25 @@ func init() {
 		Component:    ComponentNetwork,
 		HoldSurfaces: true,
 		Corroborate:  (*analysis).corroborateNetwork,
+		Claim:        (*analysis).claimNetworkFromServer,
+		Summary:      (*analysis).serverSummary,
 	})
+}
+
+// claimNetworkFromServer: without server spans, the app's TTFT grew while
+// the servers' own (their TTFT histogram, else queue + prefill) did not:
+// the time went between them (network, a gateway).
+func (a *analysis) claimNetworkFromServer() bool {
+	f := a.server
+	if f == nil || f.pick != VerdictNetwork {
+		return false
+	}
+	gap, _ := f.clientGap()
+	sd, _ := f.serverTTFTGrowth()
+	ev := Evidence{Text: fmt.Sprintf("Client TTFT p95 %s → %s while the servers' own TTFT moved %s: the time is spent between the app and the server (network, gateway).",
+		fmtMs(*f.clientB), fmtMs(*f.clientP95), fmtDelta(sd)),
+		Figures: map[string]float64{"client_ttft_p95": *f.clientP95, "client_ttft_baseline_p95": *f.clientB, "server_ttft_growth_ms": sd}}
+	return a.claimFromServer("", gap, []Evidence{ev}, "the app waited longer but the server did not")
 }
 
 // corroborateNetwork ignores the headline: the part itself tells.

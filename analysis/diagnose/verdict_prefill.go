@@ -24,7 +24,33 @@ func init() {
 		Rerank:       (*analysis).queueBehindPrefill,
 		Explain:      (*analysis).blockedQueueEvidence,
 		Corroborate:  (*analysis).corroboratePrefill,
+		Claim:        (*analysis).claimPrefillFromServer,
+		Summary:      (*analysis).serverSummary,
 	})
+}
+
+// claimPrefillFromServer: without server spans, the servers' prefill
+// histogram (else their TTFT beyond the queue) grew more than the queue;
+// longer prompts in the calls and a prefix-cache hit-rate drop
+// corroborate it.
+func (a *analysis) claimPrefillFromServer() bool {
+	f := a.server
+	if f == nil || f.pick != VerdictPrefill {
+		return false
+	}
+	d, _ := f.prefillGrowth()
+	comp := ComponentPrefill
+	if _, ok := f.comps[ComponentPrefill]; !ok {
+		comp = ComponentTTFT
+	}
+	ev := f.prefixCacheEvidence()
+	now := stats.Quantile(a.winCols.column(columnInputTokens), 0.5)
+	ref := stats.Quantile(a.baseCols.column(columnInputTokens), 0.5)
+	if stats.Ratio(now, ref) >= 1.3 {
+		ev = append(ev, Evidence{Text: fmt.Sprintf("Prompts got longer: the calls' input tokens p50 %s vs %s in the baseline.", fmtTokens(now), fmtTokens(ref)),
+			Figures: figures("input_tokens_p50", now, "baseline_input_tokens_p50", ref)})
+	}
+	return a.claimFromServer(comp, d, ev, "prompt processing took longer")
 }
 
 // queueBehindPrefill hands the verdict from queue to prefill when the two

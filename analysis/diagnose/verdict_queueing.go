@@ -22,7 +22,21 @@ func init() {
 		Component:    ComponentQueue,
 		HoldSurfaces: true,
 		Corroborate:  (*analysis).corroborateQueueing,
+		Claim:        (*analysis).claimQueueingFromServer,
+		Summary:      (*analysis).serverSummary,
 	})
+}
+
+// claimQueueingFromServer: without server spans, the servers' queue
+// histogram grew at least as much as prefill; waiting requests, a full
+// KV cache and a preemption burst corroborate it.
+func (a *analysis) claimQueueingFromServer() bool {
+	f := a.server
+	if f == nil || f.pick != VerdictQueueing {
+		return false
+	}
+	d, _ := f.queueGrowth()
+	return a.claimFromServer(ComponentQueue, d, append(f.pressureEvidence(), f.preemptionEvidence()...), "requests waited for a batch slot")
 }
 
 // slowBuckets returns the window buckets holding at least one slow request.

@@ -64,6 +64,10 @@ var serverMetricRules = []serverMetricRule{
 	{HistE2E, []string{"sglang:e2e_request_latency_seconds"}},
 	{MetricPrefixCacheRate, []string{"sglang:cache_hit_rate"}},
 	{MetricRetracted, []string{"sglang:num_retracted_reqs"}},
+	// SchedulerMetricsCollector's counter of retracted requests: SGLang's
+	// name for a running request pushed back under KV pressure, what vLLM
+	// counts as a preemption.
+	{MetricPreemptions, []string{"sglang:num_retracted_requests_total"}},
 
 	// TGI (huggingface/text-generation-inference router/src/server.rs,
 	// backends/v3/src/backend.rs; metrics-rs, no ':'): every *_duration
@@ -74,7 +78,10 @@ var serverMetricRules = []serverMetricRule{
 	{HistForward, []string{"tgi_batch_forward_duration"}},
 
 	// NVIDIA DCGM exporter (NVIDIA/dcgm-exporter etc/default-counters.csv):
-	// profiling ratios 0..1, framebuffer in MiB.
+	// profiling ratios 0..1 ("ratio of cycles"), framebuffer in MiB.
+	// DRAM and tensor-pipe activity are on by default; SM activity is
+	// listed but commented out there, so the decode verdict falls back to
+	// it only when the tensor pipes are missing.
 	{MetricGPUDRAMActive, []string{"DCGM_FI_PROF_DRAM_ACTIVE"}},
 	{MetricGPUTensorActive, []string{"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"}},
 	{MetricGPUSMActive, []string{"DCGM_FI_PROF_SM_ACTIVE"}},

@@ -22,6 +22,8 @@ func TestServerMetricNames(t *testing.T) {
 		"sglang_queue_time_seconds":                HistQueue,
 		"sglang:time_to_first_token_seconds":       HistTTFT,
 		"sglang:cache_hit_rate":                    MetricPrefixCacheRate,
+		"sglang:num_retracted_requests_total":      MetricPreemptions,
+		"sglang_num_retracted_requests":            MetricPreemptions,
 		"tgi_request_mean_time_per_token_duration": HistITL,
 		"tgi_batch_forward_duration":               HistForward,
 		"DCGM_FI_PROF_DRAM_ACTIVE":                 MetricGPUDRAMActive,
@@ -48,6 +50,7 @@ func TestServerMetricNamesMatchDiagnosis(t *testing.T) {
 		HistTTFT: diagnose.HistTTFT, HistITL: diagnose.HistITL, HistE2E: diagnose.HistE2E,
 		MetricPreemptions: diagnose.MetricPreemptions, MetricPrefixCacheHits: diagnose.MetricPrefixCacheHits,
 		MetricPrefixCacheQuery: diagnose.MetricPrefixCacheQueries, MetricPrefixCacheRate: diagnose.MetricPrefixCacheHitRate,
+		MetricGPUDRAMActive: diagnose.MetricGPUDRAMActive, MetricGPUTensorActive: diagnose.MetricGPUTensorActive, MetricGPUSMActive: diagnose.MetricGPUSMActive,
 	} {
 		if ours != theirs {
 			t.Errorf("ingest writes %q, the diagnosis reads %q", ours, theirs)

@@ -3,6 +3,7 @@ package diagnose
 import (
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,6 +32,8 @@ type incident struct {
 	queue, prefill, itl, clientExtra float64 // seconds added in the window
 	waiting, kv                      float64
 	preempt, hitRate                 float64
+	scaleUp                          bool    // 0 → 1 replicas a minute into the window
+	dram, tensor                     float64 // DCGM window means; 0 = not exported
 }
 
 func metricsFleet(inc incident) (Input, ServerMetrics) {
@@ -79,6 +82,13 @@ func metricsFleet(inc incident) (Input, ServerMetrics) {
 	hits, queries, bhits := (0.6-inc.hitRate)*1000, 1000.0, 600.0
 	sm.Window = CounterFigures{Preemptions: &pre, PrefixHits: &hits, PrefixQueries: &queries}
 	sm.Baseline = CounterFigures{Preemptions: &base, PrefixHits: &bhits, PrefixQueries: &queries}
+	if inc.dram > 0 {
+		sm.Window.DRAMActive, sm.Window.TensorActive = &inc.dram, &inc.tensor
+	}
+	if inc.scaleUp {
+		zero, one := int32(0), int32(1)
+		sm.Events = []telemetry.Event{{Time: t0.Add(time.Minute), Kind: telemetry.EventScale, Service: "vllm-llama", FromReplicas: &zero, ToReplicas: &one}}
+	}
 	return in, sm
 }
 
@@ -95,16 +105,23 @@ func TestServerMetricsVerdicts(t *testing.T) {
 		{"prefill after a prefix-cache drop", incident{prefill: 1.5, hitRate: 0.45}, VerdictPrefill, []string{"prefix_cache_hit_rate"}},
 		{"decode under preemptions", incident{itl: 0.04, preempt: 120, kv: 0.95}, VerdictDecode, []string{"preemptions"}},
 		{"gateway in between", incident{clientExtra: 1.5}, VerdictNetwork, []string{"server_ttft_growth_ms"}},
+		{"held while a replica starts", incident{clientExtra: 1.5, scaleUp: true}, VerdictColdStart, []string{"scale_events", "server_ttft_growth_ms"}},
+		{"decode, memory-bound by DCGM", incident{itl: 0.04, dram: 0.85, tensor: 0.3}, VerdictDecode, []string{"gpu_dram_active", "gpu_compute_active"}},
 		{"nothing moved", incident{}, VerdictHealthy, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in, sm := metricsFleet(tc.inc)
-			d := ApplyServerMetrics(Diagnose(in), in, sm)
+			in.ServerMetrics = &sm
+			d := Diagnose(in)
 			if d.Verdict != tc.want {
 				t.Fatalf("verdict %s (%s), want %s; evidence %+v", d.Verdict, d.Summary, tc.want, d.Evidence)
 			}
 			if d.ServerMetrics == nil || d.ServerMetrics.Components[ComponentQueue].P95 == nil {
 				t.Fatalf("server figures missing: %+v", d.ServerMetrics)
+			}
+			if want := map[bool]string{true: "dcgm", false: ""}[tc.inc.dram > 0]; d.Answers.Decode == nil && want != "" ||
+				d.Answers.Decode != nil && d.Answers.Decode.Source != want {
+				t.Errorf("decode answer %+v, want source %q", d.Answers.Decode, want)
 			}
 			for _, fig := range tc.evidence {
 				found := false
@@ -132,7 +149,38 @@ func TestServerMetricsYieldToServerSpans(t *testing.T) {
 		in.Requests[i].Queue = &q
 	}
 	before := Diagnose(in)
-	if after := ApplyServerMetrics(before, in, sm); after.ServerMetrics != nil || after.Verdict != before.Verdict {
+	in.ServerMetrics = &sm
+	if after := Diagnose(in); after.ServerMetrics != nil || after.Verdict != before.Verdict {
 		t.Fatalf("metrics overrode span figures: %s → %s", before.Verdict, after.Verdict)
+	}
+}
+
+// DCGM decides memory- against compute-bound decode and says which
+// counters it compared: the tensor pipes, else the SMs.
+func TestGPUDecodeBound(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	for _, tc := range []struct {
+		name   string
+		c      CounterFigures
+		kind   string
+		metric string
+	}{
+		{"memory interface busier", CounterFigures{DRAMActive: f(0.8), TensorActive: f(0.2)}, "memory-bound", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"},
+		{"tensor pipes busier", CounterFigures{DRAMActive: f(0.3), TensorActive: f(0.7), SMActive: f(0.1)}, "compute-bound", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"},
+		{"SMs when no tensor pipes", CounterFigures{DRAMActive: f(0.3), SMActive: f(0.9)}, "compute-bound", "DCGM_FI_PROF_SM_ACTIVE"},
+		{"no DRAM activity", CounterFigures{TensorActive: f(0.9)}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := gpuDecodeBound(tc.c)
+			if tc.kind == "" {
+				if d != nil {
+					t.Fatalf("got %+v without DRAM activity", d)
+				}
+				return
+			}
+			if d == nil || d.Kind != tc.kind || d.ComputeMetric != tc.metric || !strings.Contains(d.Text, tc.metric) {
+				t.Fatalf("got %+v, want %s from %s", d, tc.kind, tc.metric)
+			}
+		})
 	}
 }
