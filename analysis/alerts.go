@@ -72,7 +72,7 @@ func (e *AlertEvaluator) fillDefaults() {
 // Run evaluates until ctx is done; one node of a cluster at a time.
 func (e *AlertEvaluator) Run(ctx context.Context) {
 	e.defaults()
-	runLocked(ctx, e.PG, postgres.LockAlerts, e.Interval, e.Log, "evaluating SLO alerts",
+	e.PG.RunLocked(ctx, postgres.LockAlerts, e.Interval, e.Log, "evaluating SLO alerts",
 		func(ctx context.Context) (bool, error) {
 			_, err := e.Evaluate(ctx)
 			return false, err

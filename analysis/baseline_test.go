@@ -9,6 +9,7 @@ import (
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/store/postgres"
+	"github.com/tokenpath/tokenpath/store/storetest"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
@@ -62,7 +63,7 @@ func TestCleanBaseline(t *testing.T) {
 // with the clean stretch between them, names queueing, and says which
 // episodes it left out.
 func TestGuardedDiagnosisDuringRepeatedIncident(t *testing.T) {
-	a := openAssembler(t)
+	a := storetest.Open(t)
 	ctx := context.Background()
 	if _, err := a.PG.EnsureProject(ctx, "default"); err != nil {
 		t.Fatal(err)
@@ -111,7 +112,7 @@ func TestGuardedDiagnosisDuringRepeatedIncident(t *testing.T) {
 // A service slow all along (TTFT p95 ~27 s, no SLO) is never healthy: the
 // default objective judges it, and the diagnosis says it was slow before.
 func TestObjectiveFloorOnASlowService(t *testing.T) {
-	a := openAssembler(t)
+	a := storetest.Open(t)
 	ctx := context.Background()
 	if _, err := a.PG.EnsureProject(ctx, "default"); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/store/postgres"
+	"github.com/tokenpath/tokenpath/store/storetest"
 )
 
 func TestBurnRuleThreshold(t *testing.T) {
@@ -40,7 +41,7 @@ func TestBurnRuleThreshold(t *testing.T) {
 // slow and stays silent; capped at 10× the rule fires and the webhook gets
 // the diagnosis.
 func TestBurnRuleFiresForP95SLO(t *testing.T) {
-	a := openAssembler(t)
+	a := storetest.Open(t)
 	ctx := context.Background()
 	project, err := a.PG.EnsureProject(ctx, "default")
 	if err != nil {

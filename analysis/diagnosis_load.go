@@ -105,7 +105,7 @@ func (q *Queries) Compare(ctx context.Context, project uint32, a, b diagnose.Ran
 		after, err = q.loadPlanned(ctx, where, args, rough[1], q.maxRows())
 		return err
 	})
-	servers, err := q.servers(ctx, project, service, model, diagnose.Range{From: minTime(a.From, b.From), To: maxTime(a.To, b.To)})
+	servers, err := q.servers(ctx, project, service, model, diagnose.Range{From: telemetry.MinTime(a.From, b.From), To: telemetry.MaxTime(a.To, b.To)})
 	if err != nil {
 		return diagnose.Comparison{}, err
 	}
@@ -161,7 +161,7 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 	}
 	// Events span the baseline too, even for the series alone: replica
 	// counts carry forward from the last scale event before the window.
-	span := diagnose.Range{From: minTime(d.Window.From, d.Baseline.From), To: maxTime(d.Window.To, d.Baseline.To)}
+	span := diagnose.Range{From: telemetry.MinTime(d.Window.From, d.Baseline.From), To: telemetry.MaxTime(d.Window.To, d.Baseline.To)}
 	f := RequestFilter{Project: d.Project, Service: d.Service, Model: d.Model}
 	servers, counts, err := q.sizeUp(ctx, f, span, ranges...)
 	if err != nil {

@@ -83,7 +83,7 @@ func (d *EpisodeDetector) defaults() {
 // Run detects until ctx is done; one node of a cluster at a time.
 func (d *EpisodeDetector) Run(ctx context.Context) {
 	d.defaults()
-	runLocked(ctx, d.PG, postgres.LockEpisodes, d.Interval, d.Log, "detecting episodes",
+	d.PG.RunLocked(ctx, postgres.LockEpisodes, d.Interval, d.Log, "detecting episodes",
 		func(ctx context.Context) (bool, error) { return false, d.Detect(ctx) })
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/store/postgres"
+	"github.com/tokenpath/tokenpath/store/storetest"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
@@ -48,7 +49,7 @@ func chatRequests(seed uint64, start time.Time, minutes int, incidents ...queueI
 // second ongoing), diagnoses each against the clean stretch before it, and
 // rewrites them as late data arrives.
 func TestEpisodeDetectorStoresAndUpdatesEpisodes(t *testing.T) {
-	a := openAssembler(t)
+	a := storetest.Open(t)
 	ctx := context.Background()
 	if _, err := a.PG.EnsureProject(ctx, "default"); err != nil {
 		t.Fatal(err)
@@ -116,7 +117,7 @@ func TestEpisodeDetectorStoresAndUpdatesEpisodes(t *testing.T) {
 // An episode that later data dissolves (the slow minutes were a partial
 // read) is deleted from the store.
 func TestReplaceEpisodesDeletesDissolved(t *testing.T) {
-	a := openAssembler(t)
+	a := storetest.Open(t)
 	ctx := context.Background()
 	if _, err := a.PG.EnsureProject(ctx, "default"); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/analysis/stats"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/store/storetest"
 )
 
 // A histogram's quantiles are within ±2.5 % of the exact type-7 ones, for
@@ -85,7 +86,7 @@ func TestBinsOfMatchHistogram(t *testing.T) {
 // A rollup read of an empty window (or one with buckets the tiers do not
 // tile) is still one valid statement; the engine answers it with nothing.
 func TestRollupReadOfNothing(t *testing.T) {
-	a := openAssembler(t)
+	a := storetest.Open(t)
 	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
 	for _, w := range []diagnose.Range{{From: now, To: now}, {From: now, To: now.Add(-time.Hour)}} {
 		sql, args := RollupSQL(1, w, 5*time.Minute, "", "")

@@ -1,3 +1,8 @@
+// Package analysis is the read side: the planner Queries loads requests,
+// series, traces and diagnoses for the API and pages, one file per noun;
+// alert evaluation, episode detection and stored settings sit beside it.
+// The write side is analysis/assembler; the maths lives in the pure
+// subpackages (assemble, diagnose, episode, stats).
 package analysis
 
 import (

@@ -247,7 +247,7 @@ func waitAssembled(t *testing.T, srv *apptest.Server, project uint32, sc *demo.S
 		if !r.Managed {
 			wantPaired++
 		}
-		from, to = minTime(from, r.Start), maxTime(to, r.Start)
+		from, to = telemetry.MinTime(from, r.Start), telemetry.MaxTime(to, r.Start)
 	}
 	ctx := context.Background()
 	var n, paired int64
@@ -555,17 +555,3 @@ func intOf(ps ...*int64) []int64 {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}

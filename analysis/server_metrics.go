@@ -10,6 +10,7 @@ import (
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/analysis/stats"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/telemetry"
 )
 
 // serverHistogramNames are the histograms a metrics-only diagnosis reads.
@@ -57,7 +58,7 @@ func (q *Queries) serverMetricsFor(ctx context.Context, d DiagnoseRequest, in di
 	if baseline.IsZero() {
 		baseline = diagnose.DefaultBaseline(d.Window)
 	}
-	span := diagnose.Range{From: minTime(d.Window.From, baseline.From), To: maxTime(d.Window.To, baseline.To)}
+	span := diagnose.Range{From: telemetry.MinTime(d.Window.From, baseline.From), To: telemetry.MaxTime(d.Window.To, baseline.To)}
 	sm, err := q.ServerMetrics(ctx, d.Project, d.Service, d.Window, baseline, span)
 	if err != nil || len(sm.Histograms) == 0 {
 		return nil, err
@@ -233,7 +234,7 @@ func (q *Queries) serverHistograms(ctx context.Context, project uint32, servers 
 // (a fall is a restart: the new value is all growth) and the hit-rate
 // gauge's mean.
 func (q *Queries) serverCounters(ctx context.Context, project uint32, servers []string, window, baseline diagnose.Range) (w, b diagnose.CounterFigures, err error) {
-	from, to := minTime(window.From, baseline.From), maxTime(window.To, baseline.To)
+	from, to := telemetry.MinTime(window.From, baseline.From), telemetry.MaxTime(window.To, baseline.To)
 	res, err := q.CH.Query(ctx, `SELECT name, service, instance, toString(cityHash64(toString(labels))) AS series, time, value FROM metric_points
 		WHERE project_id = ? AND service IN ? AND name IN ? AND time >= ? AND time < ? AND isFinite(value) ORDER BY name, service, instance, series, time`,
 		project, servers, serverCounterNames, from, to)

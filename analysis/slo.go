@@ -10,6 +10,7 @@ import (
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/store/postgres"
+	"github.com/tokenpath/tokenpath/telemetry"
 )
 
 // Burn-rate windows of the multiwindow alert (Google SRE workbook, "alert
@@ -108,9 +109,9 @@ func (q *Queries) SLOStatusWith(ctx context.Context, project uint32, s postgres.
 	win = min(win, MaxWindow)
 	st := SLOStatus{SLO: s, Window: diagnose.Range{From: now.Add(-win), To: now}, Budget: SLOBudget(s.Percentile)}
 	long, short := now.Add(-BurnLongWindow), now.Add(-BurnShortWindow)
-	from := minTime(st.Window.From, long)
+	from := telemetry.MinTime(st.Window.From, long)
 	for _, r := range rules {
-		from = minTime(from, now.Add(-r.Long))
+		from = telemetry.MinTime(from, now.Add(-r.Long))
 	}
 	f := RequestFilter{Project: project, From: from, To: now, Service: s.Service, Model: s.Model}
 	where, args := f.where()

@@ -21,12 +21,12 @@ import (
 // bounds has no spans: the view fills them on every insert into spans, and
 // migration 0009 filled them for the spans before it.
 func (q *Queries) Trace(ctx context.Context, project uint32, traceID string) ([]telemetry.Span, []telemetry.LLMRequest, error) {
-	b, err := traceStarts(ctx, q.CH, project, []string{traceID}, time.Unix(0, 0), "")
-	if err != nil || b.bounded == 0 {
+	b, err := q.CH.TraceBounds(ctx, project, []string{traceID}, time.Unix(0, 0), "")
+	if err != nil || b.Bounded == 0 {
 		return nil, nil, err
 	}
 	r, err := q.CH.Query(ctx, "SELECT "+clickhouse.SpanColumns+" FROM spans FINAL PREWHERE trace_id = ? WHERE project_id = ? AND start >= ? AND start <= ? ORDER BY start",
-		traceID, project, b.lo, b.hi)
+		traceID, project, b.Lo, b.Hi)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load trace: %w", err)
 	}
@@ -39,18 +39,4 @@ func (q *Queries) Trace(ctx context.Context, project uint32, traceID string) ([]
 		return nil, nil, err
 	}
 	return spans, reqs, nil
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tokenpath/tokenpath/analysis"
+	"github.com/tokenpath/tokenpath/analysis/assembler"
 	"github.com/tokenpath/tokenpath/auth"
 	"github.com/tokenpath/tokenpath/config"
 	"github.com/tokenpath/tokenpath/ingest"
@@ -124,7 +125,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	a.workers.Add(1)
 	go func() { defer a.workers.Done(); a.Scraper.Run(workCtx) }()
 
-	asm := &analysis.Assembler{CH: a.CH, PG: a.PG, Log: log, Acks: pipe.Metrics.Acks, Writing: pipe.WritingSince}
+	asm := &assembler.Assembler{CH: a.CH, PG: a.PG, Log: log, Acks: pipe.Metrics.Acks, Writing: pipe.WritingSince}
 	a.workers.Add(1)
 	go func() { defer a.workers.Done(); asm.Run(workCtx) }()
 	a.Queries = &analysis.Queries{CH: a.CH}

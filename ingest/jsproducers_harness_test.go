@@ -26,7 +26,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/tokenpath/tokenpath/analysis"
+	"github.com/tokenpath/tokenpath/analysis/assembler"
 	"github.com/tokenpath/tokenpath/app/apptest"
 )
 
@@ -373,7 +373,7 @@ func exportSpans(t *testing.T, exports [][]byte) (n int, first, last time.Time) 
 func waitAssembled(t *testing.T, srv *apptest.Server, service string, spans int) {
 	t.Helper()
 	ctx := context.Background()
-	asm := &analysis.Assembler{CH: srv.CH, PG: srv.PG}
+	asm := &assembler.Assembler{CH: srv.CH, PG: srv.PG}
 	var stored int64
 	var inserted time.Time
 	deadline := time.Now().Add(60 * time.Second)

@@ -46,7 +46,7 @@ func (m *Metrics) observeAck(signal, transport string, d time.Duration) {
 
 // Acks returns how many exports were acknowledged so far, and how many of
 // them took longer than SlowAck: the assembler rests longer between its
-// passes while receivers are slow (analysis.Assembler.Acks).
+// passes while receivers are slow (assembler.Assembler.Acks).
 func (m *Metrics) Acks() (all, slow uint64) { return m.acks.Load(), m.slowAcks.Load() }
 
 // NewMetrics registers the ingest metrics in a fresh registry.

@@ -53,7 +53,7 @@ type Service struct {
 	// PublicURL prefixes links ("https://tokenpath.example.com"); empty
 	// gives a path ("/s/<token>").
 	PublicURL string
-	// Assembly is how far the assembler has come (analysis.Assembler);
+	// Assembly is how far the assembler has come (assembler.Assembler);
 	// nil: snapshots do not record it.
 	Assembly analysis.Progress
 	// Now is the clock; nil means time.Now.

@@ -233,6 +233,22 @@ type Event struct {
 // Ptr returns a pointer to v; handy for the optional fields above.
 func Ptr[T any](v T) *T { return &v }
 
+// MinTime returns the earlier of a and b.
+func MinTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// MaxTime returns the later of a and b.
+func MaxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // The request context assembly takes from span attributes: the route (on
 // the root span) and the tenant. The store keeps both as columns of spans
 // (route, tenant), so assembly reads them without the attribute map.

@@ -251,7 +251,7 @@ type Claim struct {
 // with the one client whose id it names; then stored claims stand; then a
 // client and a server that are each other's only remaining match pair.
 // Halves of complete candidate sets only should be passed as fresh or as
-// their candidates (see analysis.Assembler's join).
+// their candidates (see assembler.Assembler's join).
 func Pair(halves []Half, fresh func(CallKey) bool, claims []Claim) *Joins {
 	var clients, servers []int
 	byKey := make(map[CallKey]int, len(halves))

@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"time"
 )
 
 // Advisory lock ids for work that must run once per cluster of Tokenpath
@@ -49,4 +51,35 @@ func (s *Store) TryLock(ctx context.Context, key int32, fn func(ctx context.Cont
 		return false, nil
 	}
 	return true, fn(ctx)
+}
+
+// RunLocked calls pass every interval until ctx is done, each time under
+// the advisory lock key so one node of a cluster works at a time. A pass
+// that reports more work runs again at once (catching up after a backlog);
+// a failed pass is logged and retried at the next tick.
+func (s *Store) RunLocked(ctx context.Context, key int32, interval time.Duration, log *slog.Logger, what string,
+	pass func(ctx context.Context) (more bool, err error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for more := true; more; {
+			more = false
+			_, err := s.TryLock(ctx, key, func(ctx context.Context) error {
+				var err error
+				more, err = pass(ctx)
+				return err
+			})
+			if err != nil {
+				if ctx.Err() == nil {
+					log.Error(what+" failed; will retry", "err", err)
+				}
+				break
+			}
+		}
+	}
 }

@@ -1,8 +1,8 @@
-// Package analysis turns stored telemetry into answers: the assembler
-// builds decomposed llm_requests rows from spans as they arrive, and the
-// query side loads requests, series and diagnoses for the API and pages.
-// The maths lives in the pure subpackages (assemble, diagnose, stats).
-package analysis
+// Package assembler is the write side of analysis: a worker that turns
+// the spans stored since its watermark into decomposed llm_requests rows,
+// one node of a cluster at a time. The decomposition itself is the pure
+// analysis/assemble package; the read side is analysis.
+package assembler
 
 import (
 	"context"
@@ -73,29 +73,6 @@ const (
 )
 
 const watermarkName = "assembler"
-
-// BehindAfter is how far assembly may trail the spans received before
-// pages and share snapshots say so: 2–3 s is normal, and passes under
-// load take seconds.
-const BehindAfter = time.Minute
-
-// Progress is how far assembly has come: an Assembler's watermark, read
-// from PostgreSQL whichever node assembles.
-type Progress interface {
-	Watermark(ctx context.Context) (wm time.Time, ok bool, err error)
-}
-
-// AssemblyBehind returns p's watermark and whether it trails now by
-// BehindAfter or more, for the pages' notice and share snapshots alike. A
-// nil p, or a watermark it cannot read, says nothing: the stores' health
-// is /readyz's to report, and a page should not fail over it.
-func AssemblyBehind(ctx context.Context, p Progress, now time.Time) (time.Time, bool) {
-	if p == nil {
-		return time.Time{}, false
-	}
-	wm, ok, err := p.Watermark(ctx)
-	return wm, err == nil && ok && now.Sub(wm) >= BehindAfter
-}
 
 func (a *Assembler) defaults() {
 	if a.Lag <= 0 {
@@ -175,7 +152,7 @@ func nextRestRatio(ratio float64, all, slow uint64) float64 {
 // time (advisory lock per pass).
 func (a *Assembler) Run(ctx context.Context) {
 	a.defaults()
-	runLocked(ctx, a.PG, postgres.LockAssembler, a.Interval, a.Log, "assembling llm requests",
+	a.PG.RunLocked(ctx, postgres.LockAssembler, a.Interval, a.Log, "assembling llm requests",
 		func(ctx context.Context) (bool, error) {
 			all0, slow0 := a.acks()
 			t0 := time.Now()
@@ -216,7 +193,7 @@ func (a *Assembler) step(ctx context.Context) (n int, more bool, err error) {
 	upper := a.Now().Add(-a.Lag)
 	if a.Writing != nil {
 		if since, ok := a.Writing(); ok {
-			upper = minTime(upper, since.Add(-a.Lag))
+			upper = telemetry.MinTime(upper, since.Add(-a.Lag))
 		}
 	}
 	if !upper.After(wm) {
@@ -539,7 +516,7 @@ func (e *passEvents) cover(ctx context.Context, spans []telemetry.Span) (*assemb
 	}
 	window := e.a.Options.WithDefaults().ColdStartWindow
 	if e.hist != nil {
-		lo, hi = minTime(lo, e.lo), maxTime(hi, e.hi)
+		lo, hi = telemetry.MinTime(lo, e.lo), telemetry.MaxTime(hi, e.hi)
 	} else {
 		// The pass's other batches start about where this one does: a
 		// window's slack spares them a reload.
@@ -571,30 +548,6 @@ func (e *passEvents) cover(ctx context.Context, spans []telemetry.Span) (*assemb
 	return e.hist, nil
 }
 
-// traceBounds is what trace_bounds says of a set of a project's traces
-// (distinct ids).
-type traceBounds struct {
-	lo, hi  time.Time // the first and last start of their spans
-	bounded int       // traces with bounds
-	// older counts the traces with a span stored at or before the time
-	// traceStarts was asked about.
-	older int
-}
-
-// traceStarts reads the bounds of a project's traces from trace_bounds
-// (ordered by trace id in small granules: at most one granule per trace is
-// read), and counts those with a span inserted at or before storedBy.
-func traceStarts(ctx context.Context, ch *clickhouse.Store, project uint32, traceIDs []string, storedBy time.Time, settings string) (traceBounds, error) {
-	r, err := ch.Query(ctx, `SELECT uniqExact(trace_id) AS bounded, uniqExactIf(trace_id, first_inserted <= ?) AS older,
-		CAST(min(first_start) AS DateTime64(9, 'UTC')) AS lo, CAST(max(last_start) AS DateTime64(9, 'UTC')) AS hi
-		FROM trace_bounds WHERE project_id = ? AND trace_id IN ?`+settings, storedBy, project, clickhouse.StringSet(traceIDs))
-	if err != nil {
-		return traceBounds{}, fmt.Errorf("load trace bounds: %w", err)
-	}
-	w := r.Row(0)
-	return traceBounds{lo: w.Time("lo"), hi: w.Time("hi"), bounded: int(w.Int("bounded")), older: int(w.Int("older"))}, nil
-}
-
 // traceWindow returns the condition (and its arguments) that bounds a read
 // of spans or llm_requests to the given traces (distinct ids) of a pass
 // taking the inserts in (after, upper]: every span of those traces,
@@ -609,17 +562,17 @@ func (a *Assembler) traceWindow(ctx context.Context, project uint32, traceIDs []
 	if len(traceIDs) == 0 {
 		return "", nil, false, nil
 	}
-	b, err := traceStarts(ctx, a.CH, project, traceIDs, after, assemblyReadSettings)
+	b, err := a.CH.TraceBounds(ctx, project, traceIDs, after, assemblyReadSettings)
 	if err != nil {
 		return "", nil, false, err
 	}
-	if traces := len(traceIDs); b.bounded < traces {
+	if traces := len(traceIDs); b.Bounded < traces {
 		if a.Log != nil {
-			a.Log.Warn("traces without bounds; reading spans unbounded", "project", project, "traces", traces, "bounded", b.bounded)
+			a.Log.Warn("traces without bounds; reading spans unbounded", "project", project, "traces", traces, "bounded", b.Bounded)
 		}
 		return "", nil, false, nil
 	}
-	return " AND start >= ? AND start <= ?", []any{b.lo, b.hi}, b.older == 0, nil
+	return " AND start >= ? AND start <= ?", []any{b.Lo, b.Hi}, b.Older == 0, nil
 }
 
 // freshSpans narrows a read of spans to the inserts in (after, upper],

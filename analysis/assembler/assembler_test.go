@@ -1,10 +1,8 @@
-package analysis
+package assembler
 
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -16,8 +14,7 @@ import (
 	"github.com/tokenpath/tokenpath/analysis/assemble"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/store/clickhouse/chtest"
-	"github.com/tokenpath/tokenpath/store/postgres"
-	"github.com/tokenpath/tokenpath/store/postgres/pgtest"
+	"github.com/tokenpath/tokenpath/store/storetest"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
@@ -54,25 +51,8 @@ func TestLiveRequests(t *testing.T) {
 // see every span inserted before them (no lag) and none after.
 func openAssembler(t testing.TB) *Assembler {
 	t.Helper()
-	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ch, err := clickhouse.Open(ctx, clickhouse.Config{DataDir: t.TempDir()}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.Close() })
-	if err := ch.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	pg, err := postgres.Open(ctx, pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pg.Close)
-	if err := pg.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return &Assembler{CH: ch, PG: pg, Log: log, Lag: time.Nanosecond}
+	st := storetest.Open(t)
+	return &Assembler{CH: st.CH, PG: st.PG, Log: st.Log, Lag: time.Nanosecond}
 }
 
 // agentSpan is a span of an agent trace of project 1: the root when parent
