@@ -152,7 +152,7 @@ func TestReplaceEpisodesDeletesDissolved(t *testing.T) {
 // 5 minutes into the silence; the inference server's stays open while its
 // waiting gauge says requests are still queued, however few finish.
 func TestEpisodeDetectorOutageAndWaiting(t *testing.T) {
-	a := openAssembler(t)
+	a := storetest.Open(t)
 	ctx := context.Background()
 	if _, err := a.PG.EnsureProject(ctx, "default"); err != nil {
 		t.Fatal(err)
