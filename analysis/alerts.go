@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
+	"github.com/tokenpath/tokenpath/outbound"
 	"github.com/tokenpath/tokenpath/store/postgres"
 )
 
@@ -297,6 +298,9 @@ func PostWebhook(ctx context.Context, client *http.Client, webhookURL string, ms
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return errors.New("the webhook did not answer in time")
+		}
+		if errors.Is(err, outbound.ErrNotAllowed) {
+			return errors.New("the webhook's host is not on the outbound allow-list (TOKENPATH_OUTBOUND_ALLOW)")
 		}
 		return errors.New("cannot reach the webhook")
 	}

@@ -122,6 +122,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	a.workers.Add(1)
 	go func() { defer a.workers.Done(); pipe.Run(workCtx) }()
 	a.Scraper = ingest.NewScraper(a.Ingest, ingest.PostgresScrapeTargets{Pool: a.PG.Pool}, cfg.ScrapeTargets, log)
+	a.Scraper.Client = cfg.Outbound.Client(0) // timeouts come per scrape
 	a.workers.Add(1)
 	go func() { defer a.workers.Done(); a.Scraper.Run(workCtx) }()
 
@@ -155,10 +156,12 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		OTLPGRPCAddr:   a.OTLPGRPCAddr,
 		KeysChanged:    a.Keys.Forget,
 		TargetsChanged: a.Scraper.Reload,
+		Outbound:       cfg.Outbound,
 	}
 	app := web.New(deps)
 	a.Alerts = &analysis.AlertEvaluator{Queries: a.Queries, PG: a.PG, Settings: settings,
-		Share: web.AlertShareFunc(deps), PublicURL: public, Log: log}
+		Share: web.AlertShareFunc(deps), PublicURL: public, Log: log,
+		Client: cfg.Outbound.Client(10 * time.Second)}
 	a.workers.Add(1)
 	go func() { defer a.workers.Done(); a.Alerts.Run(workCtx) }()
 	a.Episodes = &analysis.EpisodeDetector{Queries: a.Queries, PG: a.PG, Settings: settings, Log: log}

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tokenpath/tokenpath/outbound"
 )
 
 // Config is the validated server configuration.
@@ -37,6 +39,9 @@ type Config struct {
 	DemoBackfill      time.Duration
 	PublicURL         string
 	MetricsKey        string
+	// Outbound restricts the hosts scrape targets and webhooks reach;
+	// nil allows every host.
+	Outbound *outbound.Policy
 }
 
 // Setting documents one configuration knob.
@@ -147,6 +152,12 @@ var Settings = []Setting{
 			}
 			c.MetricsKey = v
 			return nil
+		}},
+	{"TOKENPATH_OUTBOUND_ALLOW", "outbound-allow", "", "hosts that scrape targets and SLO alert webhooks may reach: comma-separated host name globs (*.svc.cluster.local), IP addresses, CIDR prefixes (10.0.0.0/8) and public (any internet address); checked when saved and on every connection, on the address connected to (empty = any host, as in-cluster scraping needs private addresses)",
+		func(c *Config, v string) error {
+			p, err := outbound.Parse(v)
+			c.Outbound = p
+			return err
 		}},
 }
 

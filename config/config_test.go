@@ -24,6 +24,7 @@ func TestDefaults(t *testing.T) {
 func TestEnvThenFlags(t *testing.T) {
 	c, err := Load("x", []string{"--http-addr", "127.0.0.1:9090", "--demo"}, env(map[string]string{
 		"TOKENPATH_HTTP_ADDR": ":7070", "TOKENPATH_RETENTION_DAYS": "7", "TOKENPATH_SCRAPE_TARGETS": "http://a/metrics, vllm=http://b/metrics",
+		"TOKENPATH_OUTBOUND_ALLOW": "*.svc.cluster.local, 10.0.0.0/8",
 	}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -31,17 +32,20 @@ func TestEnvThenFlags(t *testing.T) {
 	if !c.Demo || c.HTTPAddr != "127.0.0.1:9090" || c.RetentionDays != 7 || len(c.ScrapeTargets) != 2 || c.ScrapeTargets[1] != "vllm=http://b/metrics" {
 		t.Fatalf("%+v", c)
 	}
+	if c.Outbound.CheckHost(t.Context(), "vllm.ml.svc.cluster.local") != nil || c.Outbound.CheckHost(t.Context(), "127.0.0.1") == nil {
+		t.Errorf("TOKENPATH_OUTBOUND_ALLOW was not applied")
+	}
 }
 
 func TestValidationNamesEverySetting(t *testing.T) {
 	_, err := Load("x", nil, env(map[string]string{
 		"TOKENPATH_RETENTION_DAYS": "zero", "TOKENPATH_HTTP_ADDR": "nonsense", "TOKENPATH_CLICKHOUSE_CLUSTER": "c",
-		"TOKENPATH_BOOTSTRAP_KEY": "short", "TOKENPATH_DATABASE_URL": "mysql://x",
+		"TOKENPATH_BOOTSTRAP_KEY": "short", "TOKENPATH_DATABASE_URL": "mysql://x", "TOKENPATH_OUTBOUND_ALLOW": "10.0.0.0/99",
 	}), io.Discard)
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	for _, want := range []string{"TOKENPATH_RETENTION_DAYS", "TOKENPATH_HTTP_ADDR", "TOKENPATH_CLICKHOUSE_CLUSTER", "TOKENPATH_BOOTSTRAP_KEY", "TOKENPATH_DATABASE_URL"} {
+	for _, want := range []string{"TOKENPATH_RETENTION_DAYS", "TOKENPATH_HTTP_ADDR", "TOKENPATH_CLICKHOUSE_CLUSTER", "TOKENPATH_BOOTSTRAP_KEY", "TOKENPATH_DATABASE_URL", "TOKENPATH_OUTBOUND_ALLOW"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not name %s: %v", want, err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tokenpath/tokenpath/ingest/normalize"
+	"github.com/tokenpath/tokenpath/outbound"
 )
 
 // Scrape defaults, as in Prometheus.
@@ -493,6 +494,9 @@ func (s *Scraper) scrape(ctx context.Context, j scrapeJob, start time.Time) (nor
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
+		}
+		if errors.Is(err, outbound.ErrNotAllowed) {
+			return none, scrapeError{"the host is not on the outbound allow-list (TOKENPATH_OUTBOUND_ALLOW)", err}
 		}
 		return none, scrapeError{"cannot reach the target", err}
 	}

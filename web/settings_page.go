@@ -232,6 +232,11 @@ func (s *Server) createTarget(c echo.Context) error {
 		form.Error = fmt.Sprintf("The service name must be at most %d characters.", maxNameLen)
 	}
 	if form.Error == "" {
+		if err := s.deps.Outbound.CheckURL(c.Request().Context(), form.URL); err != nil {
+			form.Error = "This URL cannot be scraped: " + err.Error() + "."
+		}
+	}
+	if form.Error == "" {
 		_, err := s.deps.PG.CreateTarget(c.Request().Context(), int64(projectOf(c)), form.URL, form.Service, time.Duration(interval)*time.Second)
 		switch {
 		case errors.Is(err, postgres.ErrDuplicateTarget):

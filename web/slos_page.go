@@ -290,12 +290,14 @@ func (s *Server) saveAlertRule(c echo.Context) error {
 	case rule.WebhookURL != "":
 		if err := analysis.ValidateWebhookURL(rule.WebhookURL); err != nil {
 			problem = capitalize(err.Error()) + "."
+		} else if err := s.deps.Outbound.CheckURL(c.Request().Context(), rule.WebhookURL); err != nil {
+			problem = "Alerts cannot be posted there: the " + err.Error() + "."
 		}
 	}
 	if problem == "" && c.FormValue("action") == "test" {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), 10*time.Second)
 		defer cancel()
-		if err := analysis.PostWebhook(ctx, nil, rule.WebhookURL, analysis.TestMessage(s.deps.PublicURL)); err != nil {
+		if err := analysis.PostWebhook(ctx, s.deps.Outbound.Client(0), rule.WebhookURL, analysis.TestMessage(s.deps.PublicURL)); err != nil {
 			problem = "The test message did not go through: " + err.Error() + "."
 		} else {
 			flash = "Test message posted. Save the rule to keep it."

@@ -32,8 +32,14 @@ type webhookReceiver struct {
 
 func newWebhookReceiver(t *testing.T) *webhookReceiver {
 	t.Helper()
+	return newWebhookReceiverOn(t, "127.0.0.1")
+}
+
+// newWebhookReceiverOn is a webhookReceiver on another loopback address.
+func newWebhookReceiverOn(t *testing.T, ip string) *webhookReceiver {
+	t.Helper()
 	w := &webhookReceiver{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", ip+":0")
 	if err != nil {
 		t.Fatal(err)
 	}

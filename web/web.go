@@ -20,6 +20,7 @@ import (
 
 	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
+	"github.com/tokenpath/tokenpath/outbound"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/store/postgres"
 	"github.com/tokenpath/tokenpath/web/views"
@@ -69,6 +70,10 @@ type Deps struct {
 	// TargetsChanged runs after scrape targets change (Scraper.Reload);
 	// optional.
 	TargetsChanged func()
+	// Outbound is the hosts scrape targets and webhooks may reach
+	// (TOKENPATH_OUTBOUND_ALLOW): forms refuse others, and the webhook
+	// test posts through it. nil allows every host.
+	Outbound *outbound.Policy
 }
 
 // Settings supplies per-project SLOs and model prices.
