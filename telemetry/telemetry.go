@@ -108,6 +108,10 @@ type LLMCall struct {
 	// Preemptions counts how often the server paused the request to free
 	// KV cache (vLLM journey events); nil when the server does not say.
 	Preemptions *int64
+	// ErrorType is the class of error the call ended with as the span
+	// states it (error.type, else an HTTP status of 400 or more): "429",
+	// "RateLimitError", "timeout"; "" when the span names none.
+	ErrorType string
 }
 
 // TTFTAfterHeaders ends a TTFTSource whose clock starts only once the
@@ -155,6 +159,9 @@ type LLMRequest struct {
 	OutputTokens  *int64
 	ColdStart     bool
 	Error         bool
+	// ErrorType is the failed call's error class as its spans named it
+	// (LLMCall.ErrorType); "" when they named none.
+	ErrorType string
 	// CallIndex numbers the LLM calls of one trace in start order (agent
 	// loops, retries), so cost per task can count them.
 	CallIndex int
@@ -188,7 +195,7 @@ func (r *LLMRequest) Equal(o *LLMRequest) bool {
 		samePtr(r.Prefill, o.Prefill) && samePtr(r.Network, o.Network) && samePtr(r.Decode, o.Decode) &&
 		samePtr(r.E2E, o.E2E) && samePtr(r.ITL, o.ITL) && samePtr(r.ColdStartWait, o.ColdStartWait) &&
 		samePtr(r.InputTokens, o.InputTokens) && samePtr(r.OutputTokens, o.OutputTokens) &&
-		r.ColdStart == o.ColdStart && r.Error == o.Error && r.CallIndex == o.CallIndex &&
+		r.ColdStart == o.ColdStart && r.Error == o.Error && r.ErrorType == o.ErrorType && r.CallIndex == o.CallIndex &&
 		r.Route == o.Route && r.Tenant == o.Tenant && r.Join == o.Join &&
 		r.ServerTraceID == o.ServerTraceID && r.ServerSpanID == o.ServerSpanID
 }

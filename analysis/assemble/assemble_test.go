@@ -194,14 +194,14 @@ func TestTraces(t *testing.T) {
 			name: "managed API without streaming: no ttft, no decode; error status",
 			spans: []telemetry.Span{
 				func() telemetry.Span {
-					s := client("c1", "", 0, 1500, telemetry.LLMCall{Provider: "anthropic", Model: "claude", OutputTokens: n(40)})
+					s := client("c1", "", 0, 1500, telemetry.LLMCall{Provider: "anthropic", Model: "claude", OutputTokens: n(40), ErrorType: "OverloadedError"})
 					s.StatusCode = "error"
 					return s
 				}(),
 			},
 			want: []telemetry.LLMRequest{{
 				ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", Model: "claude", Provider: "anthropic",
-				Start: at(0), PreInference: f(0), E2E: f(1500), OutputTokens: n(40), Error: true, Route: "chat",
+				Start: at(0), PreInference: f(0), E2E: f(1500), OutputTokens: n(40), Error: true, ErrorType: "OverloadedError", Route: "chat",
 			}},
 		},
 		{

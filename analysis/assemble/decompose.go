@@ -59,6 +59,13 @@ func (a *assembler) decompose(c *call, earlier time.Duration) telemetry.LLMReque
 			r.OutputTokens = a.slab.int(*s.LLM.OutputTokens)
 		}
 	}
+	// The error class: the call's own span first, then the SDK span it
+	// wraps, then the server's.
+	for _, s := range [...]*telemetry.Span{primary, c.hop, server} {
+		if s != nil && r.ErrorType == "" {
+			r.ErrorType = s.LLM.ErrorType
+		}
+	}
 	r.Route = route(c.root)
 	r.Tenant = tenant(primary, c.root)
 

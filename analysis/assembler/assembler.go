@@ -594,6 +594,7 @@ const freshSpans = " AND inserted_at > ? AND inserted_at <= ?"
 func liveRequests(r *clickhouse.Result) []telemetry.LLMRequest {
 	rows := clickhouse.ScanRequests(r)
 	clickhouse.ScanJoins(r, rows)
+	clickhouse.ScanErrorTypes(r, rows)
 	type best struct {
 		i       int
 		version int64

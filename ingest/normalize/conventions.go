@@ -357,6 +357,9 @@ var conventionKeys = func() map[string]struct{} {
 			}
 		}
 	}
+	for _, k := range errorTypeKeys {
+		m[k.Attr] = struct{}{}
+	}
 	return m
 }()
 
@@ -499,6 +502,7 @@ func (v *spanView) llmCall() telemetry.LLMCall {
 			}
 		}
 	}
+	call.ErrorType = v.errorType()
 	return call
 }
 

@@ -301,6 +301,29 @@ func TestTracesConventions(t *testing.T) {
 			want: telemetry.LLMCall{},
 		},
 		{
+			// opentelemetry-python-contrib openai-v2 (utils.py
+			// handle_span_exception): the exception's class as error.type.
+			name: "failed call: error.type names the class",
+			span: newSpan("chat gpt-4o-mini",
+				str("gen_ai.operation.name", "chat"),
+				str("gen_ai.system", "openai"),
+				str("gen_ai.request.model", "gpt-4o-mini"),
+				str("error.type", "RateLimitError"),
+				i64("http.response.status_code", 429),
+			),
+			want: telemetry.LLMCall{Role: telemetry.LLMClient, Provider: "openai", Model: "gpt-4o-mini", Operation: "chat", ErrorType: "RateLimitError"},
+		},
+		{
+			name: "failed call: an HTTP status of 400 or more, without error.type",
+			span: newSpan("chat", str("gen_ai.operation.name", "chat"), i64("http.response.status_code", 503)),
+			want: telemetry.LLMCall{Role: telemetry.LLMClient, Operation: "chat", ErrorType: "503"},
+		},
+		{
+			name: "a successful call's HTTP status is no error",
+			span: newSpan("chat", str("gen_ai.operation.name", "chat"), i64("http.response.status_code", 200), str("http.status_code", "201")),
+			want: telemetry.LLMCall{Role: telemetry.LLMClient, Operation: "chat"},
+		},
+		{
 			name: "non-LLM app span",
 			span: newSpan("GET /api/answer",
 				str("http.request.method", "GET"),
@@ -338,10 +361,10 @@ func describe(c telemetry.LLMCall) string {
 		}
 		return "nil"
 	}
-	return fmt.Sprintf("{role=%s provider=%q model=%q op=%q in=%s out=%s ttft=%s (%q) queue=%s prefill=%s sttft=%s decode=%s e2e=%s preempt=%s id=%q server=%s:%d}",
+	return fmt.Sprintf("{role=%s provider=%q model=%q op=%q in=%s out=%s ttft=%s (%q) queue=%s prefill=%s sttft=%s decode=%s e2e=%s preempt=%s id=%q server=%s:%d error=%q}",
 		c.Role, c.Provider, c.Model, c.Operation, p(c.InputTokens), p(c.OutputTokens), p(c.ClientTTFT), c.TTFTSource,
 		p(c.QueueTime), p(c.PrefillTime), p(c.ServerTTFT), p(c.DecodeTime), p(c.ServerE2E), p(c.Preemptions),
-		c.ResponseID, c.ServerAddress, c.ServerPort)
+		c.ResponseID, c.ServerAddress, c.ServerPort, c.ErrorType)
 }
 
 // TestTracesIdentity checks the non-LLM fields of a span: ids, names,

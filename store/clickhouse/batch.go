@@ -248,10 +248,12 @@ type spanBlock struct {
 	// The call's identity, TTFT source and preemptions (migration 0020).
 	responseID             proto.ColStr
 	serverAddr, ttftSource *proto.ColLowCardinality[string]
-	serverPort             proto.ColUInt16
-	preemptions            *proto.ColNullable[int64]
-	input                  proto.Input
-	buf                    proto.Buffer
+	// The call's error class (migration 0022).
+	errorType   *proto.ColLowCardinality[string]
+	serverPort  proto.ColUInt16
+	preemptions *proto.ColNullable[int64]
+	input       proto.Input
+	buf         proto.Buffer
 	// rowBytes is the size of a row in the last block encoded, which
 	// sizes the next one's buffer.
 	rowBytes int
@@ -272,7 +274,7 @@ func newSpanBlock() *spanBlock {
 		inTok: ni(), outTok: ni(), ttft: ni(), queue: ni(), prefill: ni(), serverTTFT: ni(), decode: ni(), serverE2E: ni(),
 		attrs: strMap(), res: strMap(),
 		eventNames: new(proto.ColStr).Array(), eventTimes: proto.NewArray[time.Time](newDateTime64()),
-		route: lc(), serverAddr: lc(), ttftSource: lc(), preemptions: ni(),
+		route: lc(), serverAddr: lc(), ttftSource: lc(), preemptions: ni(), errorType: lc(),
 	}
 	// Same names and order as SpansBatch.
 	b.input = proto.Input{
@@ -313,6 +315,7 @@ func newSpanBlock() *spanBlock {
 		{Name: "server_port", Data: &b.serverPort},
 		{Name: "ttft_source", Data: b.ttftSource},
 		{Name: "preemptions", Data: b.preemptions},
+		{Name: "error_type", Data: b.errorType},
 	}
 	for i, c := range b.input {
 		if c.Name == "attributes" {
@@ -433,6 +436,7 @@ func (b *spanBlock) appendTail(s *telemetry.Span) {
 	b.serverPort.Append(s.LLM.ServerPort)
 	b.ttftSource.Append(s.LLM.TTFTSource)
 	b.preemptions.Append(nullInt(s.LLM.Preemptions))
+	b.errorType.Append(s.LLM.ErrorType)
 }
 
 func (b *spanBlock) reset() {

@@ -70,7 +70,7 @@ func SpansBatch(spans []telemetry.Span) *Batch {
 		route, tenant                         = make([]string, n), make([]string, n)
 		responseID, serverAddr                = make([]string, n), make([]string, n)
 		serverPort                            = make([]uint16, n)
-		ttftSource                            = make([]string, n)
+		ttftSource, errorType                 = make([]string, n), make([]string, n)
 		preemptions                           = make([]*int64, n)
 	)
 	for i := range spans {
@@ -89,6 +89,7 @@ func SpansBatch(spans []telemetry.Span) *Batch {
 		route[i], tenant[i] = s.Attributes[telemetry.RouteAttribute], telemetry.SpanTenant(s.Attributes)
 		responseID[i], serverAddr[i] = s.LLM.ResponseID, s.LLM.ServerAddress
 		serverPort[i], ttftSource[i], preemptions[i] = s.LLM.ServerPort, s.LLM.TTFTSource, s.LLM.Preemptions
+		errorType[i] = s.LLM.ErrorType
 		if eventNames[i] == nil {
 			eventNames[i] = []string{}
 		}
@@ -135,6 +136,7 @@ func SpansBatch(spans []telemetry.Span) *Batch {
 		{"server_port", "UInt16", serverPort},
 		{"ttft_source", lc, ttftSource},
 		{"preemptions", ni, preemptions},
+		{"error_type", lc, errorType},
 	}}
 }
 
@@ -142,7 +144,7 @@ func SpansBatch(spans []telemetry.Span) *Batch {
 const SpanColumns = `project_id, trace_id, span_id, parent_span_id, service, instance, name, kind,
 	start, end_time, status_code, status_message, llm_role, provider, model, operation,
 	input_tokens, output_tokens, client_ttft_ns, queue_ns, prefill_ns, server_ttft_ns, decode_ns, server_e2e_ns,
-	response_id, server_address, server_port, ttft_source, preemptions,
+	response_id, server_address, server_port, ttft_source, preemptions, error_type,
 	attributes, resource, resource_hash, event_names, event_times`
 
 // ScanSpans reads rows selected with SpanColumns.
@@ -164,7 +166,7 @@ func ScanSpans(r *Result) []telemetry.Span {
 const SpanCoreColumns = `project_id, trace_id, span_id, parent_span_id, service, instance, name, start, end_time, status_code,
 	llm_role, provider, model, operation, input_tokens, output_tokens,
 	client_ttft_ns, queue_ns, prefill_ns, server_ttft_ns, decode_ns, server_e2e_ns,
-	response_id, server_address, server_port, ttft_source, preemptions`
+	response_id, server_address, server_port, ttft_source, preemptions, error_type`
 
 // SpanCore reads a span's typed columns (SpanCoreColumns) from a row.
 func SpanCore(w Row) telemetry.Span {
@@ -182,6 +184,7 @@ func SpanCore(w Row) telemetry.Span {
 			ResponseID:    w.String("response_id"),
 			ServerAddress: w.String("server_address"), ServerPort: uint16(w.Int("server_port")),
 			TTFTSource: w.String("ttft_source"), Preemptions: w.IntPtr("preemptions"),
+			ErrorType: w.String("error_type"),
 		},
 	}
 }
@@ -212,7 +215,7 @@ func RequestsRewriteBatch(reqs, deleted, replaced []telemetry.LLMRequest, versio
 		cold, isErr, isDeleted                                      = make([]uint8, n), make([]uint8, n), make([]uint8, n)
 		callIndex                                                   = make([]uint16, n)
 		versions                                                    = make([]uint64, n)
-		join, serverTrace, serverSpan                               = make([]string, n), make([]string, n), make([]string, n)
+		join, serverTrace, serverSpan, errorType                    = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	)
 	for i := range all {
 		r := &all[i]
@@ -222,7 +225,7 @@ func RequestsRewriteBatch(reqs, deleted, replaced []telemetry.LLMRequest, versio
 		ttft[i], pre[i], queue[i], prefill[i], network[i] = r.TTFT, r.PreInference, r.Queue, r.Prefill, r.Network
 		decode[i], e2e[i], itl[i], coldW[i] = r.Decode, r.E2E, r.ITL, r.ColdStartWait
 		inTok[i], outTok[i] = r.InputTokens, r.OutputTokens
-		cold[i], isErr[i] = b2u(r.ColdStart), b2u(r.Error)
+		cold[i], isErr[i], errorType[i] = b2u(r.ColdStart), b2u(r.Error), r.ErrorType
 		callIndex[i] = uint16(r.CallIndex)
 		route[i], tenant[i] = r.Route, r.Tenant
 		join[i], serverTrace[i], serverSpan[i] = r.Join, r.ServerTraceID, r.ServerSpanID
@@ -262,6 +265,7 @@ func RequestsRewriteBatch(reqs, deleted, replaced []telemetry.LLMRequest, versio
 		{"join_method", lc, join},
 		{"server_trace_id", "String", serverTrace},
 		{"server_span_id", "String", serverSpan},
+		{"error_type", lc, errorType},
 		{"version", "UInt64", versions},
 		{"is_deleted", "UInt8", isDeleted},
 	}}
@@ -283,6 +287,19 @@ func ScanJoins(r *Result, reqs []telemetry.LLMRequest) {
 	for i := range reqs {
 		w := r.Row(i)
 		reqs[i].Join, reqs[i].ServerTraceID, reqs[i].ServerSpanID = w.String("join_method"), w.String("server_trace_id"), w.String("server_span_id")
+	}
+}
+
+// ErrorTypeColumn is the failed call's error class (migration 0022); like
+// JoinColumns it is read from llm_requests only, beside RequestColumns
+// (ScanErrorTypes).
+const ErrorTypeColumn = "error_type"
+
+// ScanErrorTypes sets reqs' error types from rows of r that selected
+// ErrorTypeColumn; reqs[i] is row i.
+func ScanErrorTypes(r *Result, reqs []telemetry.LLMRequest) {
+	for i := range reqs {
+		reqs[i].ErrorType = r.Row(i).String(ErrorTypeColumn)
 	}
 }
 

@@ -44,7 +44,7 @@ func sampleSpans() []telemetry.Span {
 			Service: "chat", Name: "chat llama", Kind: "client", Start: t0.Add(300 * time.Millisecond), End: t0.Add(1900 * time.Millisecond),
 			StatusCode: "unset",
 			LLM: telemetry.LLMCall{Role: telemetry.LLMClient, Provider: "vllm", Model: "llama-3-8b", InputTokens: telemetry.Ptr[int64](812),
-				OutputTokens: telemetry.Ptr[int64](120), ClientTTFT: telemetry.Ptr(412 * time.Millisecond)},
+				OutputTokens: telemetry.Ptr[int64](120), ClientTTFT: telemetry.Ptr(412 * time.Millisecond), ErrorType: "RateLimitError"},
 			EventNames: []string{"gen_ai.first_token"}, EventTimes: []time.Time{t0.Add(712 * time.Millisecond)},
 		},
 	}

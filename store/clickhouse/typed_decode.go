@@ -394,6 +394,7 @@ func spanCoreFields() map[string]typedColumn[telemetry.Span] {
 		"server_port":    {"UInt16", func(r *binReader, v *sp, _ *numSlab) { v.LLM.ServerPort = r.u16() }},
 		"ttft_source":    lcColumn(func(v *sp) *string { return &v.LLM.TTFTSource }),
 		"preemptions":    nullIntColumn(func(v *sp) **int64 { return &v.LLM.Preemptions }),
+		"error_type":     lcColumn(func(v *sp) *string { return &v.LLM.ErrorType }),
 		"route": {"LowCardinality(String)", func(r *binReader, v *sp, _ *numSlab) {
 			if b := r.bytes(); len(b) > 0 {
 				setSpanContext(v, string(b), "")

@@ -73,6 +73,9 @@ func TestQuerySpanCoresMatchesScan(t *testing.T) {
 			sp.LLM = telemetry.LLMCall{Role: telemetry.LLMClient, Provider: "openai", Model: "gpt", Operation: "chat",
 				InputTokens: telemetry.Ptr(int64(i)), OutputTokens: telemetry.Ptr(int64(-1)), ClientTTFT: telemetry.Ptr(time.Duration(i) * time.Millisecond)}
 			sp.Attributes = map[string]string{telemetry.RouteAttribute: "/v1/chat", "tenant.id": fmt.Sprint("t", i%7), "other": "x"}
+			if sp.StatusCode == "error" {
+				sp.LLM.ErrorType = "429"
+			}
 		case 1:
 			sp.LLM = telemetry.LLMCall{Role: telemetry.LLMServer, Provider: "vllm", Model: "llama", QueueTime: telemetry.Ptr(time.Millisecond),
 				PrefillTime: telemetry.Ptr(2 * time.Millisecond), ServerTTFT: telemetry.Ptr(3 * time.Millisecond), DecodeTime: telemetry.Ptr(time.Duration(0)),
