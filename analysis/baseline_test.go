@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenpath/tokenpath/analysis/analysistest"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/store/postgres"
@@ -70,7 +71,7 @@ func TestGuardedDiagnosisDuringRepeatedIncident(t *testing.T) {
 	}
 	start := time.Now().UTC().Truncate(time.Minute).Add(-5 * time.Hour)
 	at := func(m int) time.Time { return start.Add(time.Duration(m) * time.Minute) }
-	reqs := chatRequests(1, start, 300, queueIncident{250, 262}, queueIncident{282, 400})
+	reqs := analysistest.ChatRequests(1, start, 300, analysistest.QueueIncident{From: 250, To: 262}, analysistest.QueueIncident{From: 282, To: 400})
 	if err := a.CH.Insert(ctx, clickhouse.RequestsBatch(reqs, nil, 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestObjectiveFloorOnASlowService(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now().UTC().Truncate(time.Minute).Add(-2 * time.Hour)
-	reqs := chatRequests(3, start, 120)
+	reqs := analysistest.ChatRequests(3, start, 120)
 	for i := range reqs {
 		q := 27_000.0
 		reqs[i].Queue, reqs[i].TTFT = &q, telemetry.Ptr(q+*reqs[i].Prefill+20)

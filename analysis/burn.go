@@ -177,18 +177,3 @@ func humanWindow(d time.Duration) string {
 	}
 	return fmt.Sprintf("%d min", d/time.Minute)
 }
-
-// windowWords names a window in a sentence: "hour", "6 hours", "5 minutes".
-func windowWords(d time.Duration) string {
-	switch {
-	case d == time.Hour:
-		return "hour"
-	case d == 24*time.Hour:
-		return "day"
-	case d%(24*time.Hour) == 0:
-		return fmt.Sprintf("%d days", d/(24*time.Hour))
-	case d%time.Hour == 0:
-		return fmt.Sprintf("%d hours", d/time.Hour)
-	}
-	return fmt.Sprintf("%d minutes", d/time.Minute)
-}

@@ -2,47 +2,15 @@ package analysis
 
 import (
 	"context"
-	"fmt"
-	"math"
-	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/tokenpath/tokenpath/analysis/analysistest"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/store/postgres"
 	"github.com/tokenpath/tokenpath/store/storetest"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
-
-// queueIncident is a stretch of minutes (from the series start) whose
-// requests wait in the server's queue.
-type queueIncident struct{ from, to int }
-
-// chatRequests are minutes of a chat app calling a vLLM server, 30 a
-// minute, whose requests wait ~2 s in the queue during the incidents.
-func chatRequests(seed uint64, start time.Time, minutes int, incidents ...queueIncident) []telemetry.LLMRequest {
-	r := rand.New(rand.NewPCG(seed, 1))
-	var out []telemetry.LLMRequest
-	for m := range minutes {
-		queue := 15.0
-		for _, in := range incidents {
-			if m >= in.from && m < in.to {
-				queue = 2500
-			}
-		}
-		for i := range 30 {
-			jitter := math.Exp(0.25 * r.NormFloat64())
-			q, prefill, itl := queue*jitter, 180*math.Exp(0.2*r.NormFloat64()), 22*math.Exp(0.1*r.NormFloat64())
-			ttft := q + prefill + 20
-			out = append(out, telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("%08x%08x", seed, m*100+i), SpanID: "c1",
-				Service: "chat", ServerService: "vllm", Model: "llama", Provider: "vllm", Instance: "vllm-0",
-				Start: start.Add(time.Duration(m)*time.Minute + time.Duration(i)*2*time.Second),
-				TTFT:  &ttft, Queue: &q, Prefill: &prefill, Network: telemetry.Ptr(20.0), ITL: &itl, Decode: telemetry.Ptr(itl * 99),
-				E2E: telemetry.Ptr(ttft + itl*99), InputTokens: telemetry.Ptr(int64(800)), OutputTokens: telemetry.Ptr(int64(100))})
-		}
-	}
-	return out
-}
 
 // The detector reads the per-minute rollup, stores both episodes of a
 // repeated queueing incident for the app and its inference server (the
@@ -57,7 +25,7 @@ func TestEpisodeDetectorStoresAndUpdatesEpisodes(t *testing.T) {
 	start := time.Now().UTC().Truncate(time.Minute).Add(-5 * time.Hour)
 	// 4 h healthy, a 12-minute incident, 30 minutes healthy, then an
 	// incident under way when the first pass runs.
-	reqs := chatRequests(1, start, 300, queueIncident{240, 252}, queueIncident{282, 400})
+	reqs := analysistest.ChatRequests(1, start, 300, analysistest.QueueIncident{From: 240, To: 252}, analysistest.QueueIncident{From: 282, To: 400})
 	if err := a.CH.Insert(ctx, clickhouse.RequestsBatch(reqs, nil, 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +62,7 @@ func TestEpisodeDetectorStoresAndUpdatesEpisodes(t *testing.T) {
 
 	// Late data: the second incident ends at 310 and 20 healthy minutes
 	// follow; the next pass closes it and diagnoses it again.
-	late := chatRequests(2, at(300), 30, queueIncident{0, 10})
+	late := analysistest.ChatRequests(2, at(300), 30, analysistest.QueueIncident{From: 0, To: 10})
 	if err := a.CH.Insert(ctx, clickhouse.RequestsBatch(late, nil, 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +127,7 @@ func TestEpisodeDetectorOutageAndWaiting(t *testing.T) {
 	}
 	start := time.Now().UTC().Truncate(time.Minute).Add(-6 * time.Hour)
 	at := func(m int) time.Time { return start.Add(time.Duration(m) * time.Minute) }
-	if err := a.CH.Insert(ctx, clickhouse.RequestsBatch(chatRequests(3, start, 290, queueIncident{270, 400}), nil, 1)); err != nil {
+	if err := a.CH.Insert(ctx, clickhouse.RequestsBatch(analysistest.ChatRequests(3, start, 290, analysistest.QueueIncident{From: 270, To: 400}), nil, 1)); err != nil {
 		t.Fatal(err)
 	}
 	var gauge []telemetry.MetricPoint

@@ -1,7 +1,6 @@
 package analysis_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -37,24 +36,5 @@ func TestDescribeSLO(t *testing.T) {
 		if got := analysis.SLOScope(tc.slo); got != tc.scope {
 			t.Errorf("SLOScope = %q, want %q", got, tc.scope)
 		}
-	}
-}
-
-// The Slack blocks escape mrkdwn, so a summary cannot forge a link; the
-// plain text keeps the sentence as it is.
-func TestAlertMessage(t *testing.T) {
-	burn := 20.0
-	st := analysis.SLOStatus{SLO: postgres.SLO{Service: "chat", Metric: "ttft", Percentile: 95, ThresholdMs: 500, Window: "1d"},
-		BurnLong: &burn, BurnShort: &burn, Current: &burn}
-	a := postgres.SLOAlert{Verdict: "queueing", Confidence: 0.8, Summary: "Queue <grew> & KV full", ShareURL: "https://tp.example/s/abc"}
-	m := analysis.AlertMessage(st, a)
-	for _, want := range []string{"SLO burning fast: chat — TTFT p95 < 500 ms", "20×", "Queueing (confidence 80 %): Queue <grew> & KV full", "https://tp.example/s/abc"} {
-		if !strings.Contains(m.Text, want) {
-			t.Errorf("text lacks %q:\n%s", want, m.Text)
-		}
-	}
-	verdict := m.Blocks[2]["text"].(map[string]any)["text"].(string)
-	if verdict != "*Queueing* — Queue &lt;grew&gt; &amp; KV full" {
-		t.Errorf("verdict block %q is not mrkdwn-escaped", verdict)
 	}
 }

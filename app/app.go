@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tokenpath/tokenpath/analysis"
+	"github.com/tokenpath/tokenpath/analysis/alerts"
 	"github.com/tokenpath/tokenpath/analysis/assembler"
 	"github.com/tokenpath/tokenpath/auth"
 	"github.com/tokenpath/tokenpath/config"
@@ -60,7 +61,7 @@ type App struct {
 	// Scraper pulls inference servers' /metrics; Status feeds the settings page.
 	Scraper *ingest.Scraper
 	// Alerts posts SLO fast-burn webhooks (every minute; tests call Evaluate).
-	Alerts *analysis.AlertEvaluator
+	Alerts *alerts.AlertEvaluator
 	// Episodes segments services' traffic into incidents (every minute;
 	// tests call Detect).
 	Episodes *analysis.EpisodeDetector
@@ -159,7 +160,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		Outbound:       cfg.Outbound,
 	}
 	app := web.New(deps)
-	a.Alerts = &analysis.AlertEvaluator{Queries: a.Queries, PG: a.PG, Settings: settings,
+	a.Alerts = &alerts.AlertEvaluator{Queries: a.Queries, PG: a.PG, Settings: settings,
 		Share: web.AlertShareFunc(deps), PublicURL: public, Log: log,
 		Client: cfg.Outbound.Client(10 * time.Second)}
 	a.workers.Add(1)

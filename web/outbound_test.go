@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokenpath/tokenpath/analysis"
+	"github.com/tokenpath/tokenpath/analysis/alerts"
 	"github.com/tokenpath/tokenpath/app/apptest"
 	"github.com/tokenpath/tokenpath/config"
 	"github.com/tokenpath/tokenpath/outbound"
@@ -64,7 +64,7 @@ func TestOutboundAllowList(t *testing.T) {
 	}
 
 	// At the dial: the alert evaluator's client and the scraper.
-	err := analysis.PostWebhook(context.Background(), srv.Alerts.Client, hook.URL+"/hook", analysis.TestMessage(""))
+	err := alerts.PostWebhook(context.Background(), srv.Alerts.Client, hook.URL+"/hook", alerts.TestMessage(""))
 	if err == nil || !strings.Contains(err.Error(), "outbound allow-list") || len(hook.received()) != 0 {
 		t.Errorf("alert post to 127.0.0.1: %v, %d received; want refused before connecting", err, len(hook.received()))
 	}

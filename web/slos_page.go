@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/tokenpath/tokenpath/analysis"
+	"github.com/tokenpath/tokenpath/analysis/alerts"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/store/postgres"
 	"github.com/tokenpath/tokenpath/web/views"
@@ -297,7 +298,7 @@ func (s *Server) saveAlertRule(c echo.Context) error {
 	if problem == "" && c.FormValue("action") == "test" {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), 10*time.Second)
 		defer cancel()
-		if err := analysis.PostWebhook(ctx, s.deps.Outbound.Client(0), rule.WebhookURL, analysis.TestMessage(s.deps.PublicURL)); err != nil {
+		if err := alerts.PostWebhook(ctx, s.deps.Outbound.Client(0), rule.WebhookURL, alerts.TestMessage(s.deps.PublicURL)); err != nil {
 			problem = "The test message did not go through: " + err.Error() + "."
 		} else {
 			flash = "Test message posted. Save the rule to keep it."
@@ -329,10 +330,10 @@ func capitalize(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// AlertShareFunc gives the SLO alert evaluator (analysis.AlertEvaluator)
+// AlertShareFunc gives the SLO alert evaluator (alerts.AlertEvaluator)
 // the share links of the web layer: it freezes a diagnosis path as a
 // share of the project and returns the link.
-func AlertShareFunc(d Deps) analysis.ShareFunc {
+func AlertShareFunc(d Deps) alerts.ShareFunc {
 	s := &Server{deps: d}
 	return s.createShare
 }

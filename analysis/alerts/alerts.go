@@ -1,4 +1,7 @@
-package analysis
+// Package alerts evaluates the SLOs of projects with an alert rule and
+// posts a Slack-compatible webhook, with the diagnosis, when one burns its
+// error budget fast. The SLO reads and burn rules are analysis's.
+package alerts
 
 import (
 	"bytes"
@@ -14,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/outbound"
 	"github.com/tokenpath/tokenpath/store/postgres"
@@ -29,9 +33,9 @@ type ShareFunc func(ctx context.Context, project uint32, path string) (string, e
 // at ≥ FastBurn), with the diagnosis verdict and a link to the frozen
 // diagnosis. An SLO is posted at most once per Dedupe.
 type AlertEvaluator struct {
-	Queries  *Queries
+	Queries  *analysis.Queries
 	PG       *postgres.Store
-	Settings *StoredSettings
+	Settings *analysis.StoredSettings
 	// Share freezes the diagnosis; nil (or a failure) links the live
 	// diagnosis page under PublicURL instead.
 	Share     ShareFunc
@@ -66,7 +70,7 @@ func (e *AlertEvaluator) fillDefaults() {
 		e.Log = slog.New(slog.DiscardHandler)
 	}
 	if e.Settings == nil {
-		e.Settings = &StoredSettings{PG: e.PG, Log: e.Log}
+		e.Settings = &analysis.StoredSettings{PG: e.PG, Log: e.Log}
 	}
 }
 
@@ -85,7 +89,7 @@ func (e *AlertEvaluator) Run(ctx context.Context) {
 // webhook does not stop the others; the first error is returned.
 func (e *AlertEvaluator) Evaluate(ctx context.Context) (int, error) {
 	e.defaults()
-	projects, err := e.PG.ProjectsWithSetting(ctx, SettingAlerts)
+	projects, err := e.PG.ProjectsWithSetting(ctx, analysis.SettingAlerts)
 	if err != nil {
 		return 0, err
 	}
@@ -153,11 +157,11 @@ func (e *AlertEvaluator) evaluateProject(ctx context.Context, project uint32) (i
 
 // fire diagnoses the burning SLO's last hour, freezes the diagnosis, posts
 // the message and records the attempt.
-func (e *AlertEvaluator) fire(ctx context.Context, project uint32, rule AlertRule, st SLOStatus, now time.Time) (bool, error) {
+func (e *AlertEvaluator) fire(ctx context.Context, project uint32, rule analysis.AlertRule, st analysis.SLOStatus, now time.Time) (bool, error) {
 	s := st.SLO
-	window := diagnose.Range{From: now.Add(-BurnLongWindow), To: now}
+	window := diagnose.Range{From: now.Add(-analysis.BurnLongWindow), To: now}
 	slo, prices := e.Settings.SLOAndPrices(ctx, project, s.Service, s.Model)
-	req := DiagnoseRequest{Project: project, Window: window, Service: s.Service, Model: s.Model, SLO: slo, Prices: prices}
+	req := analysis.DiagnoseRequest{Project: project, Window: window, Service: s.Service, Model: s.Model, SLO: slo, Prices: prices}
 	guard := e.Settings.GuardDiagnosis(ctx, &req)
 	d, err := e.Queries.Diagnose(ctx, req)
 	if err != nil {
@@ -183,7 +187,7 @@ func (e *AlertEvaluator) fire(ctx context.Context, project uint32, rule AlertRul
 }
 
 // retry posts an alert whose delivery failed again.
-func (e *AlertEvaluator) retry(ctx context.Context, rule AlertRule, st SLOStatus, a postgres.SLOAlert) (bool, error) {
+func (e *AlertEvaluator) retry(ctx context.Context, rule analysis.AlertRule, st analysis.SLOStatus, a postgres.SLOAlert) (bool, error) {
 	a.BurnLong, a.BurnShort = val(st.BurnLong), val(st.BurnShort)
 	a.Delivered, a.Error = e.post(ctx, rule, AlertMessage(st, a))
 	if err := e.PG.UpdateSLOAlertDelivery(ctx, a); err != nil {
@@ -192,7 +196,7 @@ func (e *AlertEvaluator) retry(ctx context.Context, rule AlertRule, st SLOStatus
 	return e.outcome(a)
 }
 
-func (e *AlertEvaluator) post(ctx context.Context, rule AlertRule, msg WebhookMessage) (bool, string) {
+func (e *AlertEvaluator) post(ctx context.Context, rule analysis.AlertRule, msg WebhookMessage) (bool, string) {
 	if err := PostWebhook(ctx, e.Client, rule.WebhookURL, msg); err != nil {
 		return false, err.Error()
 	}
@@ -238,10 +242,10 @@ type WebhookMessage struct {
 
 // AlertMessage writes the fast-burn message: which SLO, how fast, the
 // verdict sentence of the alert's diagnosis, and the link to it.
-func AlertMessage(st SLOStatus, a postgres.SLOAlert) WebhookMessage {
+func AlertMessage(st analysis.SLOStatus, a postgres.SLOAlert) WebhookMessage {
 	link := a.ShareURL
 	s := st.SLO
-	headline := fmt.Sprintf("SLO burning fast: %s — %s", SLOScope(s), DescribeSLO(s))
+	headline := fmt.Sprintf("SLO burning fast: %s — %s", analysis.SLOScope(s), analysis.DescribeSLO(s))
 	burn := fmt.Sprintf("Error budget burning %s faster than allowed over the last hour (%s over the last 5 minutes).",
 		diagnose.FormatRatio(val(st.BurnLong)), diagnose.FormatRatio(val(st.BurnShort)))
 	for _, r := range st.Rules {
@@ -253,7 +257,7 @@ func AlertMessage(st SLOStatus, a postgres.SLOAlert) WebhookMessage {
 		}
 	}
 	if st.Current != nil {
-		burn += fmt.Sprintf(" Current %s over %s: %s.", metricLabel(s), s.Window, FormatSLOValue(s, *st.Current))
+		burn += fmt.Sprintf(" Current %s over %s: %s.", metricLabel(s), s.Window, analysis.FormatSLOValue(s, *st.Current))
 	}
 	verdict := fmt.Sprintf("%s (confidence %s): %s", verdictLabel(diagnose.Verdict(a.Verdict)), diagnose.FormatPct(a.Confidence), a.Summary)
 	text := headline + "\n" + burn + "\n" + verdict + "\nDiagnosis: " + link
@@ -343,4 +347,19 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// windowWords names a window in a sentence: "hour", "6 hours", "5 minutes".
+func windowWords(d time.Duration) string {
+	switch {
+	case d == time.Hour:
+		return "hour"
+	case d == 24*time.Hour:
+		return "day"
+	case d%(24*time.Hour) == 0:
+		return fmt.Sprintf("%d days", d/(24*time.Hour))
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%d hours", d/time.Hour)
+	}
+	return fmt.Sprintf("%d minutes", d/time.Minute)
 }
