@@ -6,14 +6,10 @@ package assembler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/tokenpath/tokenpath/analysis/assemble"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
@@ -72,8 +68,6 @@ const (
 	maxFindWindow   = time.Hour
 )
 
-const watermarkName = "assembler"
-
 func (a *Assembler) defaults() {
 	if a.Lag <= 0 {
 		a.Lag = 2 * time.Second
@@ -103,51 +97,6 @@ func (a *Assembler) defaults() {
 	}
 }
 
-// restPerPass is how long Run rests after a pass that left more for the
-// next, per unit of the time the pass took. Passes chained back to back
-// while catching up after a burst take a core for as long as the backlog
-// lasts, at the receivers' expense: with both cores busy, exports at half
-// the node's receive rate waited 0.9–11.5 s (bench ingest, p50–p99).
-// Resting as long as it worked keeps the assembler near half a core; a
-// pass of 200k spans takes ~2 s, so it still assembles ~50k spans/s.
-// (Niceness would be the natural tool, but Go code on a niced thread
-// delays every stop-the-world pause of the garbage collector while the
-// kernel lets the thread wait: export p99 went to 0.3–4 s.)
-const restPerPass = 1.0
-
-// While more than slowAckShare of the acknowledgements during a pass were
-// slow (ingest.SlowAck), the rest after it doubles, up to maxRestPerPass:
-// the receivers then still have a core and a half when the assembler
-// works. It halves again, down to restPerPass, after passes with fewer.
-// At the most the assembler still takes a fifth of a core, so it falls
-// behind during a long burst but never stops.
-//
-// After a pass with fewer than minAcksToJudge acknowledgements (a burst
-// has ended, and the receivers have nothing to protect) it rests only
-// restWhenIdle: catching up is then what makes pages current again. At
-// 1× the assembler was still behind 5 minutes after a 3-minute burst
-// ended; at a quarter it caught up in 3–3.5 (bench ingest).
-// It still rests a little: pages' reads share the engine with it.
-const (
-	slowAckShare   = 0.01
-	maxRestPerPass = 4.0
-	minAcksToJudge = 20
-	restWhenIdle   = 0.25
-)
-
-// nextRestRatio adapts the rest after a pass to the acknowledgements
-// during it: all of them and the slow ones.
-func nextRestRatio(ratio float64, all, slow uint64) float64 {
-	if all < minAcksToJudge {
-		return restWhenIdle
-	}
-	ratio = min(max(ratio, restPerPass), maxRestPerPass)
-	if float64(slow) > slowAckShare*float64(all) {
-		return min(2*ratio, maxRestPerPass)
-	}
-	return max(ratio/2, restPerPass)
-}
-
 // Run assembles until ctx is done. Only one node in a cluster works at a
 // time (advisory lock per pass).
 func (a *Assembler) Run(ctx context.Context) {
@@ -164,14 +113,6 @@ func (a *Assembler) Run(ctx context.Context) {
 			}
 			return more, err
 		})
-}
-
-// acks reads Acks, or says nothing was acknowledged without it.
-func (a *Assembler) acks() (all, slow uint64) {
-	if a.Acks == nil {
-		return 0, 0
-	}
-	return a.Acks()
 }
 
 // Step runs one pass and returns how many traces it assembled.
@@ -473,224 +414,4 @@ func (a *Assembler) assemble(ctx context.Context, p pass, project uint32, traceI
 	}
 	defer a.times.since("write", t)
 	return a.CH.Insert(ctx, clickhouse.RequestsRewriteBatch(changed, gone, replaced, uint64(a.Now().UnixNano())))
-}
-
-// spansPerBatch is about how many spans a pass decodes and derives at a
-// time (QuerySpanCores): 25k spans of structs and strings are ~14 MiB.
-const spansPerBatch = 25_000
-
-// passEvents loads the scaling and instance events a pass's batches of
-// spans need: those of the services their LLM server spans ran on, within
-// twice the cold-start window of the spans' starts. A batch the loaded
-// history covers reuses it; one reaching past it reloads for the union.
-// Which events are loaded beyond that does not change a derived row: a
-// cold start is judged within the window of its own span.
-type passEvents struct {
-	a        *Assembler
-	project  uint32
-	services map[string]bool
-	lo, hi   time.Time // the span starts the loaded history covers
-	hist     *assemble.InstanceHistory
-}
-
-func (e *passEvents) cover(ctx context.Context, spans []telemetry.Span) (*assemble.InstanceHistory, error) {
-	lo, hi := spans[0].Start, spans[0].Start
-	added := false
-	for i := range spans {
-		s := &spans[i]
-		if s.Start.Before(lo) {
-			lo = s.Start
-		}
-		if s.Start.After(hi) {
-			hi = s.Start
-		}
-		if s.LLM.Role == telemetry.LLMServer && !e.services[s.Service] {
-			if e.services == nil {
-				e.services = map[string]bool{}
-			}
-			e.services[s.Service], added = true, true
-		}
-	}
-	if e.hist != nil && !added && !lo.Before(e.lo) && !hi.After(e.hi) {
-		return e.hist, nil
-	}
-	window := e.a.Options.WithDefaults().ColdStartWindow
-	if e.hist != nil {
-		lo, hi = telemetry.MinTime(lo, e.lo), telemetry.MaxTime(hi, e.hi)
-	} else {
-		// The pass's other batches start about where this one does: a
-		// window's slack spares them a reload.
-		lo, hi = lo.Add(-window), hi.Add(window)
-	}
-	e.lo, e.hi = lo, hi
-	e.hist = &assemble.InstanceHistory{FirstSeen: map[string]time.Time{}}
-	if len(e.services) == 0 {
-		return e.hist, nil
-	}
-	names := make([]string, 0, len(e.services))
-	for s := range e.services {
-		names = append(names, s)
-	}
-	er, err := e.a.CH.Query(ctx, "SELECT "+clickhouse.EventColumns+` FROM events FINAL
-		WHERE project_id = ? AND service IN ? AND time >= ? AND time <= ?`+assemblyReadSettings, e.project, names, lo.Add(-2*window), hi.Add(2*window))
-	if err != nil {
-		return nil, fmt.Errorf("load events: %w", err)
-	}
-	e.hist.Events = clickhouse.ScanEvents(er)
-	for _, ev := range e.hist.Events {
-		if ev.Kind == telemetry.EventInstanceStarted {
-			k := assemble.InstanceKey(ev.Service, ev.Instance)
-			if t, ok := e.hist.FirstSeen[k]; !ok || ev.Time.Before(t) {
-				e.hist.FirstSeen[k] = ev.Time
-			}
-		}
-	}
-	return e.hist, nil
-}
-
-// traceWindow returns the condition (and its arguments) that bounds a read
-// of spans or llm_requests to the given traces (distinct ids) of a pass
-// taking the inserts in (after, upper]: every span of those traces,
-// whatever its age, since the bounds come from all their stored spans, not
-// from the new ones. One long-lived trace widens the pass's read to the
-// days it spans. fresh says every one of the traces was first stored after
-// after: their spans are all in the pass's inserts, and freshSpans narrows
-// a read of spans to those. When a trace has no bounds (spans stored while
-// the view was missing), it returns no condition: an unbounded pass is
-// slow, a missed span is wrong.
-func (a *Assembler) traceWindow(ctx context.Context, project uint32, traceIDs []string, after time.Time) (within string, args []any, fresh bool, err error) {
-	if len(traceIDs) == 0 {
-		return "", nil, false, nil
-	}
-	b, err := a.CH.TraceBounds(ctx, project, traceIDs, after, assemblyReadSettings)
-	if err != nil {
-		return "", nil, false, err
-	}
-	if traces := len(traceIDs); b.Bounded < traces {
-		if a.Log != nil {
-			a.Log.Warn("traces without bounds; reading spans unbounded", "project", project, "traces", traces, "bounded", b.Bounded)
-		}
-		return "", nil, false, nil
-	}
-	return " AND start >= ? AND start <= ?", []any{b.Lo, b.Hi}, b.Older == 0, nil
-}
-
-// freshSpans narrows a read of spans to the inserts in (after, upper],
-// which hold every span of fresh traces (traceWindow): idx_inserted skips
-// the granules of earlier inserts, which a read by start and trace id
-// alone decompresses and searches (several times the pass's spans when
-// traces' starts spread over the seconds it takes them to arrive).
-// A retry of an export stored after upper can replace a fresh trace's
-// spans in a merge before the pass reads them (spans keeps the latest
-// inserted_at of a duplicate), so the pass may see part of the trace: the
-// retry puts the trace in the next pass too, which reads it the long way
-// (its first span is then older than the watermark) and rewrites its rows.
-const freshSpans = " AND inserted_at > ? AND inserted_at <= ?"
-
-// liveRequests reduces rows selected with RequestColumns, row_version and
-// is_deleted to what FINAL returns: per key the row of the highest version
-// (a pass writes all its rows at one version), dropped when it is a
-// tombstone.
-func liveRequests(r *clickhouse.Result) []telemetry.LLMRequest {
-	rows := clickhouse.ScanRequests(r)
-	clickhouse.ScanJoins(r, rows)
-	clickhouse.ScanErrorTypes(r, rows)
-	type best struct {
-		i       int
-		version int64
-	}
-	latest := map[string]best{}
-	var order []string
-	for i := range rows {
-		k := rowKey(rows[i])
-		v := r.Row(i).Int("row_version")
-		b, ok := latest[k]
-		if !ok {
-			order = append(order, k)
-		}
-		if !ok || v >= b.version {
-			latest[k] = best{i, v}
-		}
-	}
-	out := make([]telemetry.LLMRequest, 0, len(order))
-	for _, k := range order {
-		b := latest[k]
-		if !r.Row(b.i).Bool("is_deleted") {
-			out = append(out, rows[b.i])
-		}
-	}
-	return out
-}
-
-// rowKey is llm_requests' sorting key: rows with equal keys replace each other.
-func rowKey(r telemetry.LLMRequest) string {
-	return strings.Join([]string{r.Service, r.Start.UTC().Format(time.RFC3339Nano), r.TraceID, r.SpanID}, "\x00")
-}
-
-// writingName marks how far a pass may have written rows (markWriting).
-const writingName = "assembler-writing"
-
-// progress returns the watermark (the epoch before the first pass) and
-// whether a pass that began writing past it did not save it: it failed or
-// its node died between its first insert and its watermark.
-func (a *Assembler) progress(ctx context.Context) (wm time.Time, unfinished bool, err error) {
-	rows, err := a.PG.Pool.Query(ctx, "SELECT name, watermark FROM assembly_watermarks WHERE name = ANY($1)", []string{watermarkName, writingName})
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("read assembler watermark: %w", err)
-	}
-	var saved, writing int64
-	var name string
-	var ns int64
-	_, err = pgx.ForEachRow(rows, []any{&name, &ns}, func() error {
-		if name == watermarkName {
-			saved = ns
-		} else {
-			writing = ns
-		}
-		return nil
-	})
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("read assembler watermark: %w", err)
-	}
-	return time.Unix(0, saved).UTC(), writing > saved, nil
-}
-
-// markWriting records, before a pass's first insert, that rows up to upper
-// may be written: if the pass does not save its watermark, the passes after
-// it read the existing rows of every trace, fresh ones too, instead of
-// writing them twice (the rollups would count them twice). The mark only
-// rises: a later pass may be smaller than the one cut short (its budget,
-// its window), and lowering the mark would hide rows written past it.
-func (a *Assembler) markWriting(ctx context.Context, upper time.Time) error {
-	return a.saveMark(ctx, writingName, upper, "GREATEST(assembly_watermarks.watermark, EXCLUDED.watermark)")
-}
-
-// Watermark is how far assembly has come, whichever node ran it: every
-// span inserted up to it is in llm_requests. ok is false before the first
-// pass.
-func (a *Assembler) Watermark(ctx context.Context) (wm time.Time, ok bool, err error) {
-	var ns int64
-	err = a.PG.Pool.QueryRow(ctx, "SELECT watermark FROM assembly_watermarks WHERE name = $1", watermarkName).Scan(&ns)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return time.Time{}, false, nil
-	}
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("read assembler watermark: %w", err)
-	}
-	return time.Unix(0, ns).UTC(), true, nil
-}
-
-func (a *Assembler) setWatermark(ctx context.Context, t time.Time) error {
-	return a.saveMark(ctx, watermarkName, t, "EXCLUDED.watermark")
-}
-
-// saveMark stores t under name in assembly_watermarks; an existing value
-// becomes update (SQL over the old and the EXCLUDED row).
-func (a *Assembler) saveMark(ctx context.Context, name string, t time.Time, update string) error {
-	_, err := a.PG.Pool.Exec(ctx, `INSERT INTO assembly_watermarks (name, watermark, updated_at) VALUES ($1, $2, now())
-		ON CONFLICT (name) DO UPDATE SET watermark = `+update+`, updated_at = now()`, name, t.UnixNano())
-	if err != nil {
-		return fmt.Errorf("save %s watermark: %w", name, err)
-	}
-	return nil
 }
