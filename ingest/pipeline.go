@@ -2,18 +2,11 @@ package ingest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
-	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/tokenpath/tokenpath/ingest/normalize"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
@@ -24,41 +17,6 @@ import (
 type Inserter interface {
 	Insert(ctx context.Context, b *clickhouse.Batch) error
 }
-
-// Rows are normalized telemetry ready for ClickHouse.
-type Rows struct {
-	Spans  []telemetry.Span
-	Points []telemetry.MetricPoint
-	// Histograms as received (cumulative or delta): the writer turns them
-	// into intervals (HistogramDeltas) in log order as it inserts them.
-	Histograms []telemetry.HistogramPoint
-	Events     []telemetry.Event
-	// spanAttrs holds the attributes of Spans, whose Attributes maps are
-	// then nil, when the wire reader gave them as one list
-	// (normalize.TracesWireAttrs): Submit encodes them from it, or fills
-	// the maps for a store that takes rows.
-	spanAttrs *normalize.Attrs
-}
-
-// materializeAttrs fills the spans' Attributes maps from spanAttrs.
-func (r *Rows) materializeAttrs() {
-	if r.spanAttrs == nil {
-		return
-	}
-	res := normalize.TraceResult{Spans: r.Spans, Attrs: r.spanAttrs}
-	res.MaterializeAttrs()
-	r.spanAttrs = nil
-}
-
-func (r *Rows) add(o Rows) {
-	o.materializeAttrs()
-	r.Spans = append(r.Spans, o.Spans...)
-	r.Points = append(r.Points, o.Points...)
-	r.Histograms = append(r.Histograms, o.Histograms...)
-	r.Events = append(r.Events, o.Events...)
-}
-
-func (r *Rows) count() int { return len(r.Spans) + len(r.Points) + len(r.Histograms) + len(r.Events) }
 
 // ErrOverloaded means the write path is saturated; exporters should back
 // off and retry (HTTP 429, gRPC RESOURCE_EXHAUSTED).
@@ -142,49 +100,6 @@ type Pipeline struct {
 	deltas HistogramDeltas
 }
 
-// runningInserts holds when each insert still under way began. Its spans
-// take their inserted_at (the engine's now64) as the insert starts, but
-// become visible only when it commits, seconds later under load: a reader
-// going by inserted_at must stay behind the oldest start.
-type runningInserts struct {
-	mu     sync.Mutex
-	starts map[*time.Time]struct{}
-}
-
-func (r *runningInserts) begin() *time.Time {
-	t := time.Now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.starts == nil {
-		r.starts = map[*time.Time]struct{}{}
-	}
-	r.starts[&t] = struct{}{}
-	return &t
-}
-
-func (r *runningInserts) end(t *time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.starts, t)
-}
-
-func (r *runningInserts) oldest() (since time.Time, ok bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for t := range r.starts {
-		if !ok || t.Before(since) {
-			since, ok = *t, true
-		}
-	}
-	return since, ok
-}
-
-// WritingSince is when the oldest insert into ClickHouse still under way
-// began; ok is false when none is. Rows stored since then may carry an
-// earlier inserted_at than rows already visible, and become visible only
-// when their insert commits: the assembler stays behind it.
-func (p *Pipeline) WritingSince() (since time.Time, ok bool) { return p.running.oldest() }
-
 // pendingSegment is what one write-ahead log segment holds, kept in memory
 // until it is in ClickHouse.
 type pendingSegment struct {
@@ -216,11 +131,6 @@ func (s *pendingSegment) count() int { return s.rows.count() + s.spanRows }
 type spanStager interface {
 	TakesNative() bool
 	NewSpanStage() (*clickhouse.SpanStage, error)
-}
-
-type instanceKey struct {
-	project           uint32
-	service, instance string
 }
 
 // NewPipeline opens the write-ahead log in walDir.
@@ -260,14 +170,6 @@ func NewPipeline(walDir string, store Inserter, cfg PipelineConfig, log *slog.Lo
 	}
 	return &Pipeline{cfg: cfg, wal: wal, store: store, log: log, Metrics: metrics, stager: stager,
 		pending: map[uint64]*pendingSegment{}, kick: make(chan struct{}, 1), instances: map[instanceKey]bool{}}, nil
-}
-
-// KnowInstances seeds the set of inference instances already seen, so a
-// restart does not report them as new.
-func (p *Pipeline) KnowInstances(project uint32, service, instance string) {
-	p.instMu.Lock()
-	p.instances[instanceKey{project, service, instance}] = true
-	p.instMu.Unlock()
 }
 
 // Health is nil while exports are being made durable, else why the last
@@ -468,298 +370,4 @@ func (p *Pipeline) seal(seq uint64) {
 		// The log is broken: the next append reports it to its exporter.
 		p.log.Warn("cannot seal a full write-ahead log segment", "err", err)
 	}
-}
-
-// Run writes sealed segments until ctx is done, then writes what is left:
-// FlushInterval after the last write, or as soon as flushRows wait.
-func (p *Pipeline) Run(ctx context.Context) {
-	t := time.NewTimer(p.cfg.FlushInterval)
-	defer t.Stop()
-	backoff := time.Duration(0)
-	for {
-		select {
-		case <-ctx.Done():
-			flushCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if err := p.Flush(flushCtx); err != nil {
-				p.log.Warn("final flush incomplete; the write-ahead log keeps the rest for the next start", "err", err)
-			}
-			cancel()
-			_ = p.wal.Close()
-			return
-		case <-t.C:
-		case <-p.kick:
-			// Exports kick while an insert runs too, its rows still
-			// counted: what arrived since may be far from an insert's worth.
-			if !p.flushDue() {
-				continue
-			}
-		}
-		if backoff > 0 {
-			select {
-			case <-ctx.Done():
-				continue
-			case <-time.After(backoff):
-			}
-		}
-		err := p.Flush(ctx)
-		t.Reset(p.cfg.FlushInterval)
-		if err != nil && ctx.Err() == nil {
-			backoff = min(max(backoff*2, time.Second), 30*time.Second)
-			p.log.Error("writing telemetry to clickhouse failed; keeping it in the write-ahead log", "err", err, "retry_in", backoff)
-			continue
-		}
-		backoff = 0
-	}
-}
-
-// Flush seals the current segment and writes every sealed segment.
-func (p *Pipeline) Flush(ctx context.Context) error {
-	p.rot.Lock()
-	_, err := p.wal.Rotate()
-	p.rot.Unlock()
-	if err != nil {
-		return fmt.Errorf("rotate wal: %w", err)
-	}
-	segs, err := p.wal.Sealed()
-	if err != nil {
-		return err
-	}
-	for _, s := range segs {
-		if err := p.writeSegment(ctx, s); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (p *Pipeline) writeSegment(ctx context.Context, s Segment) error {
-	p.mu.Lock()
-	seg, inMemory := p.pending[s.Seq]
-	p.mu.Unlock()
-	pendingRows, pendingBytes := 0, 0 // what nPend and nPendBytes count for the segment
-	var stage *clickhouse.SpanStage
-	if inMemory {
-		pendingRows, pendingBytes, stage = seg.count(), seg.spanBytes, seg.stage
-	}
-	if !inMemory || seg.fromLog {
-		// Written before a restart, or its spans could not be staged:
-		// normalize again from the log.
-		var err error
-		if seg, err = p.readSegment(s); err != nil {
-			return err
-		}
-	}
-	acked := seg.count()
-	// The inferred instance events are inserted next to the segment's own:
-	// the segment must stay as acknowledged (a retry after a failed insert
-	// would count them twice), and an instance is marked known only once
-	// its event is stored, or a failed insert would lose the event for good.
-	started := p.newInstances(seg.sightings)
-	t0 := p.running.begin()
-	err := p.insert(ctx, seg, started)
-	p.running.end(t0)
-	if err != nil {
-		return err
-	}
-	p.markInstances(started)
-	p.Metrics.WriteLatency.Observe(time.Since(*t0).Seconds())
-	p.Metrics.Written.Add(float64(acked + len(started)))
-	if err := p.wal.Remove(s); err != nil {
-		return fmt.Errorf("remove segment: %w", err)
-	}
-	if stage != nil {
-		if err := stage.Remove(); err != nil {
-			p.log.Warn("cannot remove a written span stage", "err", err)
-		}
-	}
-	if inMemory {
-		p.mu.Lock()
-		delete(p.pending, s.Seq)
-		p.mu.Unlock()
-		p.nPend.Add(-int64(pendingRows))
-		p.nPendBytes.Add(-int64(pendingBytes))
-	}
-	p.Metrics.QueueDepth.Set(float64(max(p.nPend.Load(), 0)))
-	return nil
-}
-
-// readSegment normalizes a segment's exports again from the log.
-func (p *Pipeline) readSegment(s Segment) (*pendingSegment, error) {
-	recs, err := ReadSegment(s.Path)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", s.Path, err)
-	}
-	seg := &pendingSegment{}
-	for _, rec := range recs {
-		r, err := DecodeRecord(rec, p.cfg.Limits)
-		if err != nil {
-			p.log.Error("dropping unreadable write-ahead log record", "segment", s.Path, "err", err)
-			continue
-		}
-		seg.rows.add(r)
-	}
-	seg.sightings = noteInstances(nil, seg.rows.Spans, seg.rows.Points)
-	seg.resources = noteResources(nil, seg.rows.Spans)
-	if n := seg.count(); n > 0 {
-		p.log.Info("replaying write-ahead log segment", "segment", s.Path, "rows", n)
-	}
-	return seg, nil
-}
-
-// insertChunk bounds one INSERT so a large replay does not build one huge block.
-const insertChunk = 200_000
-
-func (p *Pipeline) insert(ctx context.Context, seg *pendingSegment, started []telemetry.Event) error {
-	// Resources first: a reader must never meet a span whose resource is
-	// not stored yet. Marked written only once stored.
-	if res := p.written.missing(seg.resources); len(res) > 0 {
-		if err := p.store.Insert(ctx, clickhouse.ResourcesBatch(res)); err != nil {
-			return err
-		}
-		p.written.mark(res)
-	}
-	if seg.stage != nil {
-		b, err := seg.stage.Batch()
-		if err != nil {
-			return err
-		}
-		if err := p.store.Insert(ctx, b); err != nil {
-			return err
-		}
-	}
-	rows := &seg.rows
-	for i := 0; i < len(rows.Spans); i += insertChunk {
-		if err := p.store.Insert(ctx, clickhouse.SpansBatch(rows.Spans[i:min(i+insertChunk, len(rows.Spans))])); err != nil {
-			return err
-		}
-	}
-	for i := 0; i < len(rows.Points); i += insertChunk {
-		if err := p.store.Insert(ctx, clickhouse.MetricsBatch(rows.Points[i:min(i+insertChunk, len(rows.Points))])); err != nil {
-			return err
-		}
-	}
-	if events := append(slices.Clip(rows.Events), started...); len(events) > 0 {
-		if err := p.store.Insert(ctx, clickhouse.EventsBatch(events)); err != nil {
-			return err
-		}
-	}
-	if len(rows.Histograms) > 0 {
-		// Last: a failed insert before it converts the same points again
-		// on retry, and the state moves only once the intervals are stored.
-		intervals, commit := p.deltas.Convert(rows.Histograms)
-		for i := 0; i < len(intervals); i += insertChunk {
-			if err := p.store.Insert(ctx, clickhouse.HistogramsBatch(intervals[i:min(i+insertChunk, len(intervals))])); err != nil {
-				return err
-			}
-		}
-		commit()
-	}
-	return nil
-}
-
-// noteInstances adds to first the inference instances that spans (server
-// spans) and points (engine gauges) show, at the earliest time each was
-// seen, and returns it.
-func noteInstances(first map[instanceKey]time.Time, spans []telemetry.Span, points []telemetry.MetricPoint) map[instanceKey]time.Time {
-	note := func(k instanceKey, t time.Time) {
-		if k.instance == "" {
-			return
-		}
-		if first == nil {
-			first = map[instanceKey]time.Time{}
-		}
-		if f, ok := first[k]; !ok || t.Before(f) {
-			first[k] = t
-		}
-	}
-	for i := range spans {
-		s := &spans[i]
-		if s.LLM.Role == telemetry.LLMServer {
-			note(instanceKey{s.ProjectID, s.Service, s.Instance}, s.Start)
-		}
-	}
-	for i := range points {
-		pt := &points[i]
-		switch pt.Name {
-		case "kv_cache_usage", "requests_waiting", "requests_running":
-			note(instanceKey{pt.ProjectID, pt.Service, pt.Instance}, pt.Time)
-		}
-	}
-	return first
-}
-
-func mergeSightings(into, from map[instanceKey]time.Time) map[instanceKey]time.Time {
-	for k, t := range from {
-		if into == nil {
-			into = map[instanceKey]time.Time{}
-		}
-		if f, ok := into[k]; !ok || t.Before(f) {
-			into[k] = t
-		}
-	}
-	return into
-}
-
-// newInstances infers an instance_started event the first time an
-// inference instance shows up (a server span or a metric point), at the
-// earliest time it was seen in the segment. markInstances records them as
-// known once stored.
-func (p *Pipeline) newInstances(sightings map[instanceKey]time.Time) []telemetry.Event {
-	p.instMu.Lock()
-	defer p.instMu.Unlock()
-	var out []telemetry.Event
-	for k, t := range sightings {
-		if p.instances[k] {
-			continue
-		}
-		out = append(out, telemetry.Event{ProjectID: k.project, Time: t, Kind: telemetry.EventInstanceStarted,
-			Service: k.service, Instance: k.instance, Reason: "first seen", Source: "tokenpath"})
-	}
-	return out
-}
-
-func (p *Pipeline) markInstances(started []telemetry.Event) {
-	p.instMu.Lock()
-	defer p.instMu.Unlock()
-	for _, e := range started {
-		p.instances[instanceKey{e.ProjectID, e.Service, e.Instance}] = true
-	}
-}
-
-// DecodeRecord turns a WAL record back into rows.
-func DecodeRecord(rec Record, lim normalize.Limits) (Rows, error) {
-	switch rec.Kind {
-	case KindTraces:
-		res, err := tracesFromProtobuf(rec.ProjectID, rec.Payload, rec.Received, lim)
-		if err != nil {
-			return Rows{}, err
-		}
-		return Rows{Spans: res.Spans}, nil
-	case KindMetrics:
-		var req colmetricspb.ExportMetricsServiceRequest
-		if err := proto.Unmarshal(rec.Payload, &req); err != nil {
-			return Rows{}, err
-		}
-		res := normalize.Metrics(rec.ProjectID, &req, rec.Received, lim)
-		return Rows{Points: res.Points, Histograms: res.Histograms}, nil
-	case KindLogs:
-		var req collogspb.ExportLogsServiceRequest
-		if err := proto.Unmarshal(rec.Payload, &req); err != nil {
-			return Rows{}, err
-		}
-		return Rows{Events: normalize.Logs(rec.ProjectID, &req, rec.Received, lim).Events}, nil
-	case KindEvents:
-		var evs []telemetry.Event
-		err := json.Unmarshal(rec.Payload, &evs)
-		return Rows{Events: evs}, err
-	case KindPoints:
-		var pts []telemetry.MetricPoint
-		err := json.Unmarshal(rec.Payload, &pts)
-		return Rows{Points: pts}, err
-	case KindScrape:
-		var s scrapeRecord
-		err := json.Unmarshal(rec.Payload, &s)
-		return Rows{Points: s.Points, Histograms: s.Histograms}, err
-	}
-	return Rows{}, fmt.Errorf("unknown record kind %d", rec.Kind)
 }
