@@ -127,8 +127,9 @@ func ParseBurnRules(s string) ([]BurnRule, error) {
 		long, short, ok2 := strings.Cut(windows, "/")
 		var r BurnRule
 		var err1, err2 error
-		r.Long, err1 = time.ParseDuration(long)
-		r.Short, err2 = time.ParseDuration(short)
+		// ParseSLOWindow reads days too: FormatBurnRules writes 24h as 1d.
+		r.Long, err1 = ParseSLOWindow(long)
+		r.Short, err2 = ParseSLOWindow(short)
 		_, err3 := fmt.Sscanf(burn, "%g", &r.Burn)
 		if !ok || !ok2 || err1 != nil || err2 != nil || err3 != nil || r.Burn <= 0 || r.Short <= 0 || r.Short >= r.Long || r.Long > 7*24*time.Hour {
 			return nil, fmt.Errorf("burn rule %q: want long/short:burn like 1h/5m:14.4 (short shorter than long, at most 7 days)", part)

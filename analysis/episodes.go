@@ -2,8 +2,11 @@ package analysis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"net/url"
 	"slices"
 	"sort"
 	"sync"
@@ -189,6 +192,19 @@ func sameEnd(a, b *time.Time) bool {
 	return a.Equal(*b)
 }
 
+// EpisodePath is an episode's own diagnosis page: its window (to the end
+// of the minute under way while it is ongoing) against the clean stretch
+// before it, in absolute times so the link can be shared.
+func EpisodePath(e postgres.Episode, now time.Time) string {
+	w := EpisodeWindow(e, now.Truncate(time.Minute).Add(time.Minute))
+	q := url.Values{"service": {e.Service}, "from": {w.From.UTC().Format(time.RFC3339)}, "to": {w.To.UTC().Format(time.RFC3339)}}
+	if b := EpisodeBaseline(e); !b.IsZero() {
+		q.Set("baseline_from", b.From.UTC().Format(time.RFC3339))
+		q.Set("baseline_to", b.To.UTC().Format(time.RFC3339))
+	}
+	return "/diagnose?" + q.Encode()
+}
+
 // EpisodeWindow is the window an episode's diagnosis reads: its start to
 // its end, or to now while it is ongoing.
 func EpisodeWindow(e postgres.Episode, now time.Time) diagnose.Range {
@@ -212,6 +228,30 @@ func EpisodeBaseline(e postgres.Episode) diagnose.Range {
 type Objectives struct {
 	ByService map[string]float64
 	Default   float64
+	// Saved is the objectives document as saved (service → ms, "" for
+	// every service); sloFor marks the services, and "" the project
+	// default, whose objective is a TTFT SLO.
+	Saved  map[string]float64
+	sloFor map[string]bool
+}
+
+// Source says where For(service) comes from: "slo" (a TTFT SLO of the
+// service), "saved" (its saved objective), "project slo", "project" (the
+// project's), or "default" (DefaultTTFTObjectiveMs).
+func (o Objectives) Source(service string) string {
+	if v, ok := o.ByService[service]; ok && v > 0 && service != "" {
+		if o.sloFor[service] {
+			return "slo"
+		}
+		return "saved"
+	}
+	switch {
+	case o.Default > 0 && o.sloFor[""]:
+		return "project slo"
+	case o.Default > 0:
+		return "project"
+	}
+	return "default"
 }
 
 // For is the objective of service: its TTFT SLO (the most specific one),
@@ -240,7 +280,7 @@ func (s *StoredSettings) Objectives(ctx context.Context, project uint32) (Object
 	if err != nil {
 		return Objectives{}, err
 	}
-	o := Objectives{ByService: map[string]float64{}, Default: saved[""]}
+	o := Objectives{ByService: map[string]float64{}, Default: saved[""], Saved: saved, sloFor: map[string]bool{}}
 	for k, v := range saved {
 		if k != "" {
 			o.ByService[k] = v
@@ -255,6 +295,7 @@ func (s *StoredSettings) Objectives(ctx context.Context, project uint32) (Object
 		} else {
 			o.ByService[slo.Service] = slo.ThresholdMs
 		}
+		o.sloFor[slo.Service] = true
 	}
 	return o, nil
 }
@@ -264,6 +305,33 @@ func (s *StoredSettings) Objectives(ctx context.Context, project uint32) (Object
 func (s *StoredSettings) SaveObjectives(ctx context.Context, project uint32, objectives map[string]float64) error {
 	return s.PG.PutSetting(ctx, int64(project), SettingObjectives, objectives)
 }
+
+// MaxObjectiveMs bounds a saved objective: ten minutes to a first token
+// is no objective.
+const MaxObjectiveMs = 600_000
+
+// SetObjective sets one service's TTFT p95 objective ("" = every
+// service) in ms; 0 removes it. An objective outside (0, MaxObjectiveMs]
+// is refused with a sentence the user can act on.
+func (s *StoredSettings) SetObjective(ctx context.Context, project uint32, service string, ms float64) error {
+	if ms < 0 || ms > MaxObjectiveMs || math.IsNaN(ms) {
+		return fmt.Errorf("%w: the objective must be a TTFT p95 in milliseconds, above 0 and at most %d (10 minutes); 0 removes it",
+			ErrBadObjective, MaxObjectiveMs)
+	}
+	saved := map[string]float64{}
+	if _, err := s.PG.Setting(ctx, int64(project), SettingObjectives, &saved); err != nil {
+		return err
+	}
+	if ms == 0 {
+		delete(saved, service)
+	} else {
+		saved[service] = ms
+	}
+	return s.SaveObjectives(ctx, project, saved)
+}
+
+// ErrBadObjective marks an objective SetObjective refuses.
+var ErrBadObjective = errors.New("bad objective")
 
 // EpisodeMinutesSQL reads a project's minutes in [from, to) from the
 // per-minute rollup, per service of either side.

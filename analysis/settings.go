@@ -18,10 +18,12 @@ const (
 )
 
 // AlertRule is where a project's SLO alerts go: a Slack-compatible
-// incoming webhook.
+// incoming webhook. Episodes also posts when an episode of a service
+// starts, with its frozen diagnosis.
 type AlertRule struct {
 	WebhookURL string `json:"webhook_url"`
 	Enabled    bool   `json:"enabled"`
+	Episodes   bool   `json:"episodes"`
 }
 
 // ValidateWebhookURL accepts absolute http(s) URLs only.

@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -77,7 +76,7 @@ func episodesView(eps []postgres.Episode, window diagnose.Range, now time.Time) 
 		x := max(0, from.Sub(window.From).Seconds()/span)
 		w := min(1, to.Sub(window.From).Seconds()/span) - x
 		st.Episodes = append(st.Episodes, views.EpisodeMark{X: int(x * 1000), Width: max(4, int(w*1000)), Verdict: e.Verdict,
-			Ongoing: e.End == nil, Title: episodeTitle(e, now), Href: episodeHref(e, now)})
+			Ongoing: e.End == nil, Title: episodeTitle(e, now), Href: analysis.EpisodePath(e, now)})
 	}
 	sort.Strings(order)
 	for _, name := range order {
@@ -89,7 +88,7 @@ func episodesView(eps []postgres.Episode, window diagnose.Range, now time.Time) 
 // episodeLine writes "Queueing since 03:23, 12 min, ongoing" or
 // "Queueing 03:10–03:28 (18 min), resolved 03:28".
 func episodeLine(e postgres.Episode, now time.Time) views.EpisodeLine {
-	return views.EpisodeLine{Service: e.Service, Verdict: e.Verdict, Ongoing: e.End == nil, Text: episodeText(e, now), Href: episodeHref(e, now)}
+	return views.EpisodeLine{Service: e.Service, Verdict: e.Verdict, Ongoing: e.End == nil, Text: episodeText(e, now), Href: analysis.EpisodePath(e, now)}
 }
 
 func episodeText(e postgres.Episode, now time.Time) string {
@@ -143,17 +142,4 @@ func episodeTitle(e postgres.Episode, now time.Time) string {
 		}
 	}
 	return t
-}
-
-// episodeHref is the episode's own diagnosis: its window (to now while it
-// is ongoing) against the clean stretch before it, in absolute times so
-// the link can be shared.
-func episodeHref(e postgres.Episode, now time.Time) string {
-	w := analysis.EpisodeWindow(e, now.Truncate(time.Minute).Add(time.Minute))
-	q := url.Values{"service": {e.Service}, "from": {w.From.UTC().Format(time.RFC3339)}, "to": {w.To.UTC().Format(time.RFC3339)}}
-	if b := analysis.EpisodeBaseline(e); !b.IsZero() {
-		q.Set("baseline_from", b.From.UTC().Format(time.RFC3339))
-		q.Set("baseline_to", b.To.UTC().Format(time.RFC3339))
-	}
-	return "/diagnose?" + q.Encode()
 }

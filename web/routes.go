@@ -22,6 +22,8 @@ func (s *Server) pageRoutes(g *echo.Group) {
 	g.POST("/slos", s.createSLO)
 	g.POST("/slos/:id/delete", s.deleteSLO)
 	g.POST("/slos/alerts", s.saveAlertRule)
+	g.POST("/slos/objectives", s.saveObjective)
+	g.POST("/slos/:id/rules", s.saveSLORules)
 
 	// diagnose_page.go, compare_page.go, share.go
 	g.GET("/diagnose", s.diagnosePage)

@@ -26,11 +26,20 @@ type alertRules interface {
 	SaveAlertRule(ctx context.Context, project uint32, r analysis.AlertRule) error
 }
 
+// burnRules reads and writes the burn rules of each SLO
+// (analysis.StoredSettings).
+type burnRules interface {
+	BurnRules(ctx context.Context, project uint32) (analysis.SLOBurnRules, error)
+	SaveBurnRules(ctx context.Context, project uint32, slo int64, rules []analysis.BurnRule) error
+}
+
 // slosFlash are the fixed notices a redirect to /slos can ask for.
 var slosFlash = map[string]string{
-	"slo-created":  "SLO added. Diagnoses of its service now judge against it.",
-	"slo-deleted":  "SLO deleted, with its alert history.",
-	"alerts-saved": "Alert rule saved. SLOs are checked every minute.",
+	"slo-created":     "SLO added. Diagnoses of its service now judge against it.",
+	"slo-deleted":     "SLO deleted, with its alert history.",
+	"alerts-saved":    "Alert rule saved. SLOs are checked every minute.",
+	"rules-saved":     "Burn rules saved. The SLO is checked against them every minute.",
+	"objective-saved": "Objective saved. Diagnoses and episodes of the service are judged against it from now on.",
 }
 
 // recentAlerts is how many fired alerts the page lists.
@@ -68,6 +77,12 @@ func (s *Server) slosView(c echo.Context, form views.SLOForm) (views.SLOsView, e
 			return v, s.internal(err)
 		}
 	}
+	perSLO := analysis.SLOBurnRules{}
+	if br, ok := s.deps.Settings.(burnRules); ok {
+		if perSLO, err = br.BurnRules(ctx, project); err != nil {
+			return v, s.storeError(err)
+		}
+	}
 	for i, slo := range slos {
 		row := views.SLORow{ID: slo.ID, Scope: analysis.SLOScope(slo), Objective: analysis.DescribeSLO(slo), Window: slo.Window,
 			Current: noValue, Requests: "0", Bad: "0", BudgetLeft: noValue, BurnLong: noValue, BurnShort: noValue,
@@ -75,6 +90,13 @@ func (s *Server) slosView(c echo.Context, form views.SLOForm) (views.SLOsView, e
 		row.DiagnoseHref = "/diagnose?" + diagnoseQuery(slo.Service, slo.Model)
 		if i < len(statuses) {
 			fillSLORow(&row, statuses[i])
+		}
+		rules := perSLO.For(slo.ID)
+		if _, custom := perSLO[slo.ID]; custom {
+			row.RulesText = analysis.FormatBurnRules(rules)
+		}
+		for _, r := range rules {
+			row.Rules = append(row.Rules, "Fires "+r.Describe(analysis.SLOBudget(slo.Percentile))+".")
 		}
 		v.SLOs = append(v.SLOs, row)
 	}
@@ -95,8 +117,9 @@ func (s *Server) slosView(c echo.Context, form views.SLOForm) (views.SLOsView, e
 		if err != nil {
 			return v, s.storeError(err)
 		}
-		v.Alert = views.AlertForm{WebhookURL: r.WebhookURL, Enabled: r.Enabled}
+		v.Alert = views.AlertForm{WebhookURL: r.WebhookURL, Enabled: r.Enabled, Episodes: r.Episodes}
 	}
+	v.Objectives = s.objectivesView(ctx, project, v.Form.Services)
 	fired, err := s.deps.PG.ListSLOAlerts(ctx, int64(project), recentAlerts)
 	if err != nil {
 		return v, s.storeError(err)
@@ -112,7 +135,59 @@ func (s *Server) slosView(c echo.Context, form views.SLOForm) (views.SLOsView, e
 			Burn:    diagnose.FormatRatio(a.BurnLong) + " / " + diagnose.FormatRatio(a.BurnShort),
 			Verdict: a.Verdict, Summary: a.Summary, Link: a.ShareURL, Delivered: a.Delivered, Error: a.Error})
 	}
+	episodeAlerts, err := s.deps.PG.ListEpisodeAlerts(ctx, int64(project), recentAlerts)
+	if err != nil {
+		return v, s.storeError(err)
+	}
+	for _, a := range episodeAlerts {
+		v.EpisodeAlerts = append(v.EpisodeAlerts, views.AlertRow{Time: humanTime(a.FiredAt, now) + " · " + humanAgo(a.FiredAt, now),
+			Scope: a.Service, Objective: "episode since " + a.EpisodeStart.UTC().Format("15:04"),
+			Verdict: a.Verdict, Summary: a.Summary, Link: a.ShareURL, Delivered: a.Delivered, Error: a.Error})
+	}
 	return v, nil
+}
+
+// saveSLORules sets one SLO's burn rules from the form ("1h/5m:14.4,
+// 6h/30m:6"; empty: back to the default), or shows what is wrong beside
+// them.
+func (s *Server) saveSLORules(c echo.Context) error {
+	br, ok := s.deps.Settings.(burnRules)
+	if !ok || s.deps.PG == nil {
+		return echo.NewHTTPError(http.StatusServiceUnavailable, "burn rules need PostgreSQL, which is not configured")
+	}
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusNotFound, "no such SLO")
+	}
+	ctx := c.Request().Context()
+	slos, err := s.deps.PG.ListSLOs(ctx, int64(projectOf(c)))
+	if err != nil {
+		return s.storeError(err)
+	}
+	if !slices.ContainsFunc(slos, func(x postgres.SLO) bool { return x.ID == id }) {
+		return echo.NewHTTPError(http.StatusNotFound, "There is no such SLO in this project.")
+	}
+	text := strings.TrimSpace(c.FormValue("rules"))
+	rules, perr := analysis.ParseBurnRules(text)
+	if perr == nil {
+		if text == "" {
+			rules = nil
+		}
+		if err := br.SaveBurnRules(ctx, projectOf(c), id, rules); err != nil {
+			return s.storeError(err)
+		}
+		return c.Redirect(http.StatusSeeOther, "/slos?done=rules-saved")
+	}
+	v, err := s.slosView(c, views.SLOForm{Metric: postgres.SLOMetricTTFT, Percentile: "95", Window: "28d"})
+	if err != nil {
+		return err
+	}
+	for i := range v.SLOs {
+		if v.SLOs[i].ID == id {
+			v.SLOs[i].RulesText, v.SLOs[i].RulesError = text, capitalize(perr.Error())+"."
+		}
+	}
+	return render(c, http.StatusUnprocessableEntity, views.SLOs(v))
 }
 
 func diagnoseQuery(service, model string) string {
@@ -283,7 +358,8 @@ func (s *Server) saveAlertRule(c echo.Context) error {
 	if !ok {
 		return echo.NewHTTPError(http.StatusServiceUnavailable, "alerts are not available in this build")
 	}
-	rule := analysis.AlertRule{WebhookURL: strings.TrimSpace(c.FormValue("webhook_url")), Enabled: c.FormValue("enabled") == "true"}
+	rule := analysis.AlertRule{WebhookURL: strings.TrimSpace(c.FormValue("webhook_url")), Enabled: c.FormValue("enabled") == "true",
+		Episodes: c.FormValue("episodes") == "true"}
 	problem, flash := "", ""
 	switch {
 	case rule.WebhookURL == "" && (rule.Enabled || c.FormValue("action") == "test"):
@@ -314,7 +390,7 @@ func (s *Server) saveAlertRule(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v.Alert = views.AlertForm{WebhookURL: rule.WebhookURL, Enabled: rule.Enabled, Error: problem}
+	v.Alert = views.AlertForm{WebhookURL: rule.WebhookURL, Enabled: rule.Enabled, Episodes: rule.Episodes, Error: problem}
 	v.Flash = flash
 	code := http.StatusOK
 	if problem != "" {

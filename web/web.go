@@ -118,6 +118,8 @@ func New(d Deps) *echo.Echo {
 	api.GET("/services", s.apiServices)
 	api.GET("/traces/:id", s.apiTrace)
 	api.GET("/coverage", s.apiCoverage)
+	api.GET("/objectives", s.apiObjectives)
+	api.PUT("/objectives", s.apiSetObjective)
 	api.POST("/events", s.apiEvents)
 	s.apiShareRoutes(api)
 	e.HTTPErrorHandler = s.errorHandler

@@ -123,6 +123,13 @@ func (e *AlertEvaluator) evaluateProject(ctx context.Context, project uint32) (i
 	}
 	now := e.Now()
 	posted := 0
+	if rule.Episodes {
+		n, err := e.evaluateEpisodes(ctx, project, rule, now)
+		posted += n
+		if err != nil {
+			e.Log.Error("episode alerts", "project", project, "err", err)
+		}
+	}
 	for _, s := range slos {
 		st, err := e.Queries.SLOStatusWith(ctx, project, s, now, rules.For(s.ID))
 		if err != nil {
@@ -168,15 +175,7 @@ func (e *AlertEvaluator) fire(ctx context.Context, project uint32, rule analysis
 		return false, fmt.Errorf("diagnose burning SLO %d: %w", s.ID, err)
 	}
 	guard.Explain(&d)
-	path := DiagnosisPath(s.Service, s.Model, window)
-	link := strings.TrimRight(e.PublicURL, "/") + path
-	if e.Share != nil {
-		if u, err := e.Share(ctx, project, path); err != nil {
-			e.Log.Warn("SLO alert: cannot freeze the diagnosis; linking the live page", "slo", s.ID, "err", err)
-		} else {
-			link = u
-		}
-	}
+	link := e.link(ctx, project, DiagnosisPath(s.Service, s.Model, window))
 	a := postgres.SLOAlert{ProjectID: int64(project), SLOID: s.ID, FiredAt: now, BurnLong: val(st.BurnLong), BurnShort: val(st.BurnShort),
 		Verdict: string(d.Verdict), Confidence: d.Confidence, Summary: d.Summary, ShareURL: link}
 	a.Delivered, a.Error = e.post(ctx, rule, AlertMessage(st, a))
