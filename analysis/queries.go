@@ -25,6 +25,9 @@ type Queries struct {
 	// ExactCountRows and SeriesExactRows override exactCountMax and
 	// SeriesExactMax (tests lower them).
 	ExactCountRows, SeriesExactRows int
+	// Mappings, optional, tie called addresses to metrics servers where
+	// no address matches (Settings: a gateway in between).
+	Mappings ServerMappingSource
 }
 
 // MaxWindow is the longest window a query may ask for.

@@ -89,6 +89,17 @@ func (q *Queries) ServerMetrics(ctx context.Context, project uint32, service str
 				}
 			}
 		}
+		if len(sm.Servers) == 0 && q.Mappings != nil && len(endpoints) > 0 {
+			// No address matched: a gateway in between, mapped in Settings.
+			mappings, err := q.Mappings.ServerMappings(ctx, project)
+			if err != nil {
+				return sm, fmt.Errorf("read server mappings: %w", err)
+			}
+			for srv, e := range mappedServers(mappings, endpoints, series) {
+				sm.Servers = append(sm.Servers, srv)
+				sm.Endpoints = append(sm.Endpoints, e)
+			}
+		}
 		slices.Sort(sm.Servers)
 		slices.Sort(sm.Endpoints)
 		sm.Endpoints = slices.Compact(sm.Endpoints)
@@ -231,11 +242,12 @@ func (q *Queries) serverHistograms(ctx context.Context, project uint32, servers 
 }
 
 // serverCounters reads how much the servers' counters grew in each range
-// (a fall is a restart: the new value is all growth) and the hit-rate
-// gauge's mean.
+// (a fall is a restart: the new value is all growth) and the ratio
+// gauges' means. A series is its sorted labels: a label map's stored
+// order varies from insert to insert.
 func (q *Queries) serverCounters(ctx context.Context, project uint32, servers []string, window, baseline diagnose.Range) (w, b diagnose.CounterFigures, err error) {
 	from, to := telemetry.MinTime(window.From, baseline.From), telemetry.MaxTime(window.To, baseline.To)
-	res, err := q.CH.Query(ctx, `SELECT name, service, instance, toString(cityHash64(toString(labels))) AS series, time, value FROM metric_points
+	res, err := q.CH.Query(ctx, `SELECT name, service, instance, toString(cityHash64(arraySort(arrayZip(mapKeys(labels), mapValues(labels))))) AS series, time, value FROM metric_points
 		WHERE project_id = ? AND service IN ? AND name IN ? AND time >= ? AND time < ? AND isFinite(value) ORDER BY name, service, instance, series, time`,
 		project, servers, serverCounterNames, from, to)
 	if err != nil {

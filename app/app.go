@@ -130,12 +130,12 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	asm := &assembler.Assembler{CH: a.CH, PG: a.PG, Log: log, Acks: pipe.Metrics.Acks, Writing: pipe.WritingSince}
 	a.workers.Add(1)
 	go func() { defer a.workers.Done(); asm.Run(workCtx) }()
-	a.Queries = &analysis.Queries{CH: a.CH}
+	settings := &analysis.StoredSettings{PG: a.PG, Log: log}
+	a.Queries = &analysis.Queries{CH: a.CH, Mappings: settings}
 
 	public := a.publicURL()
 
 	pipe.Metrics.Registry.MustRegister(clickhouse.NewEngineCollector(a.CH, log), asm.Collector())
-	settings := &analysis.StoredSettings{PG: a.PG, Log: log}
 	deps := web.Deps{
 		Log:        log,
 		Stores:     map[string]web.Pinger{"postgres": a.PG, "clickhouse": a.CH},

@@ -18,6 +18,7 @@ func (s *Server) pageRoutes(g *echo.Group) {
 	g.POST("/settings/targets", s.createTarget)
 	g.POST("/settings/targets/:id/delete", s.deleteTarget)
 	g.POST("/settings/prices", s.savePrices)
+	g.POST("/settings/server-mappings", s.saveServerMappings) // server_mappings.go
 	g.GET("/slos", s.slosPage)
 	g.POST("/slos", s.createSLO)
 	g.POST("/slos/:id/delete", s.deleteSLO)

@@ -32,6 +32,7 @@ var settingsFlash = map[string]string{
 	"target-added":   "Scrape target added; the first scrape runs within a few seconds.",
 	"target-deleted": "Scrape target deleted.",
 	"prices-saved":   "Prices saved.",
+	"mappings-saved": "Server mappings saved; diagnoses read them at once.",
 }
 
 // scrape interval bounds, in seconds.
@@ -111,7 +112,8 @@ func (s *Server) settingsView(c echo.Context) (views.SettingsView, error) {
 	if err != nil {
 		return v, err
 	}
-	return v, nil
+	v.Mappings, err = s.mappingRows(ctx, project)
+	return v, err
 }
 
 // priceRows lists the saved prices plus every model seen in the last 7

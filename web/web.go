@@ -121,6 +121,8 @@ func New(d Deps) *echo.Echo {
 	api.GET("/objectives", s.apiObjectives)
 	api.PUT("/objectives", s.apiSetObjective)
 	api.POST("/events", s.apiEvents)
+	api.GET("/settings/server-mappings", s.apiServerMappings) // server_mappings.go
+	api.PUT("/settings/server-mappings", s.apiPutServerMappings)
 	s.apiShareRoutes(api)
 	e.HTTPErrorHandler = s.errorHandler
 	if d.Metrics != nil {
