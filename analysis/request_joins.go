@@ -54,7 +54,7 @@ func (q *Queries) FillJoins(ctx context.Context, project uint32, traceID string,
 	}
 	// A request starts when its client span does: within its trace's
 	// spans, and within assemble.IDSlack of a server span it took.
-	r, err := q.CH.Query(ctx, `SELECT trace_id, span_id, server_span_id, `+clickhouse.JoinColumns+` FROM llm_requests FINAL
+	r, err := q.CH.Query(ctx, `SELECT trace_id, span_id, server_span_id, `+clickhouse.DetailColumns+` FROM llm_requests FINAL
 		WHERE project_id = ? AND start >= ? AND start <= ? AND (trace_id = ? OR server_trace_id = ?) AND is_deleted = 0`+FinalSettings,
 		project, lo.Add(-assemble.IDSlack), hi.Add(assemble.IDSlack), traceID, traceID)
 	if err != nil {
@@ -70,9 +70,54 @@ func (q *Queries) FillJoins(ctx context.Context, project uint32, traceID string,
 		}
 		for k := range reqs {
 			if reqs[k].SpanID == span {
-				reqs[k].Join, reqs[k].ServerTraceID, reqs[k].ServerSpanID = w.String("join_method"), w.String("server_trace_id"), w.String("server_span_id")
+				clickhouse.ScanDetail(w, &reqs[k])
 			}
 		}
 	}
 	return out, nil
+}
+
+// FillDetails sets the DetailColumns fields (join method, TTFT and token
+// sources, preemptions) of reqs, a page of a list: the samples and top-K
+// views a list may come from do not keep them. One read of the page's keys
+// within its time range.
+func (q *Queries) FillDetails(ctx context.Context, project uint32, reqs []telemetry.LLMRequest) error {
+	if len(reqs) == 0 {
+		return nil
+	}
+	lo, hi := reqs[0].Start, reqs[0].Start
+	traces := make([]string, 0, len(reqs))
+	at := make(map[[2]string]int, len(reqs))
+	for i := range reqs {
+		lo, hi = minTime(lo, reqs[i].Start), maxTime(hi, reqs[i].Start)
+		traces = append(traces, reqs[i].TraceID)
+		at[[2]string{reqs[i].TraceID, reqs[i].SpanID}] = i
+	}
+	r, err := q.CH.Query(ctx, `SELECT trace_id, span_id, `+clickhouse.DetailColumns+` FROM llm_requests FINAL
+		WHERE project_id = ? AND start >= ? AND start <= ? AND trace_id IN ? AND is_deleted = 0`+FinalSettings,
+		project, lo, hi, clickhouse.StringSet(traces))
+	if err != nil {
+		return fmt.Errorf("load request details: %w", err)
+	}
+	for i := range r.Len() {
+		w := r.Row(i)
+		if k, ok := at[[2]string{w.String("trace_id"), w.String("span_id")}]; ok {
+			clickhouse.ScanDetail(w, &reqs[k])
+		}
+	}
+	return nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -27,10 +27,14 @@ const producersDir = "../testdata/producers"
 var null, unchecked = math.NaN(), math.Inf(1)
 
 // reqWant is one expected request in the API's shape; figures in ms.
+// ttftFrom ("event" for any chunk event, else the API's ttft_source),
+// tokensFrom and preemptions are checked when set.
 type reqWant struct {
 	model                                            string
 	in, out                                          int64
 	ttft, queue, prefill, network, decode, e2e, preI float64
+	ttftFrom, tokensFrom                             string
+	preemptions                                      int64
 }
 
 // producerWant lists, per fixture case and calling service, the requests
@@ -80,10 +84,20 @@ var producerWant = map[string]map[string][]reqWant{
 		{model: "meta-llama/Llama-3.1-8B-Instruct", in: 512, out: 32, ttft: 900, queue: 300, prefill: 550, network: 50, decode: 1100, e2e: 2000, preI: 0},
 	}},
 	"vllm-journey/preempted-request": {"journey-app": {
-		// queue = QUEUED→SCHEDULED (400) + PREEMPTED→SCHEDULED (200);
-		// server TTFT = QUEUED→FIRST_TOKEN (1460); prefill = 1460 − 600.
-		{model: "Qwen/Qwen2.5-7B-Instruct", in: 2048, out: 16, ttft: 1500, queue: 600, prefill: 860, network: 40, decode: 1500, e2e: 3000, preI: 0},
+		// llm_request and its llm_core are one server record: queue =
+		// QUEUED→SCHEDULED (400) + PREEMPTED→SCHEDULED (200); prefill = the
+		// engine's QUEUED→FIRST_TOKEN (1460) − 600; network = client TTFT −
+		// the API's ARRIVED→FIRST_RESPONSE_FROM_CORE (1470).
+		{model: "Qwen/Qwen2.5-7B-Instruct", in: 2048, out: 16, ttft: 1500, queue: 600, prefill: 860, network: 30, decode: 1500, e2e: 3000, preI: 0,
+			ttftFrom: "event", tokensFrom: "server", preemptions: 1},
 	}},
+	"vllm-journey/server-only": {
+		// The pair without a client, both spans named by
+		// OTEL_SERVICE_NAME (JOURNEY_TRACING.md "OTEL Exporter Options"):
+		// one server-only request, not one per span.
+		"vllm-production": {{model: "", in: 2048, out: 16, ttft: 1470, queue: 600, prefill: 860, network: null, decode: 1505, e2e: 2980, preI: null,
+			ttftFrom: "server_span", tokensFrom: "server", preemptions: 1}},
+	},
 	"sglang/request-under-client": {"sglang-app": {
 		// SGLang's prefill includes the queue wait: queue and prefill stay
 		// unknown (bundled), network = client TTFT − server TTFT.
@@ -168,6 +182,19 @@ func checkRequest(t *testing.T, name string, row map[string]any, w reqWant) {
 		}
 		if got, ok := row[f].(float64); !ok || int64(got) != want {
 			t.Errorf("%s: %s = %v, want %d", name, f, row[f], want)
+		}
+	}
+	if w.ttftFrom == "event" {
+		w.ttftFrom = "chunk_event"
+	}
+	for f, want := range map[string]string{"ttft_source": w.ttftFrom, "token_source": w.tokensFrom} {
+		if want != "" && row[f] != want {
+			t.Errorf("%s: %s = %v, want %q", name, f, row[f], want)
+		}
+	}
+	if w.preemptions > 0 {
+		if got, ok := row["preemptions"].(float64); !ok || int64(got) != w.preemptions {
+			t.Errorf("%s: preemptions = %v, want %d", name, row["preemptions"], w.preemptions)
 		}
 	}
 	for f, want := range map[string]float64{"ttft_ms": w.ttft, "queue_ms": w.queue, "prefill_ms": w.prefill,

@@ -14,7 +14,7 @@ func TestLLMRequestEqualCoversEveryField(t *testing.T) {
 		Provider: "p", Instance: "i", Start: time.Unix(100, 5).UTC(), TTFT: Ptr(1.0), PreInference: Ptr(2.0),
 		Queue: Ptr(3.0), Prefill: Ptr(4.0), Network: Ptr(5.0), Decode: Ptr(6.0), E2E: Ptr(7.0), ITL: Ptr(8.0),
 		ColdStartWait: Ptr(9.0), InputTokens: Ptr(int64(10)), OutputTokens: Ptr(int64(11)), CallIndex: 1,
-		Route: "r", Tenant: "x"}
+		Route: "r", Tenant: "x", Preemptions: Ptr(int64(2))}
 	same := base
 	same.TTFT = Ptr(1.0) // another pointer to the same value
 	same.Start = base.Start.In(time.FixedZone("x", 3600))

@@ -175,7 +175,27 @@ type LLMRequest struct {
 	// when it came from another trace (JoinID, JoinMatch).
 	ServerTraceID string
 	ServerSpanID  string
+	// TTFTSource says where TTFT came from: the client wire key
+	// (LLMCall.TTFTSource: an attribute, or "event:<name>" for a chunk
+	// event), TTFTFromServer, or "" when there is no TTFT.
+	TTFTSource string
+	// TokenSource says which side the token counts came from
+	// (TokensFromServer, TokensFromClient, TokensMixed), "" without counts.
+	TokenSource string
+	// Preemptions counts how often the server paused the request (vLLM
+	// journey events); nil when the server does not say.
+	Preemptions *int64
 }
+
+// Where a request's figures came from (LLMRequest.TTFTSource, TokenSource).
+const (
+	TTFTFromServer   = "server"
+	TokensFromServer = "server"
+	TokensFromClient = "client"
+	TokensMixed      = "mixed"
+	// SourceUnrecorded marks a figure stored before its source was.
+	SourceUnrecorded = "unrecorded"
+)
 
 // How a request's client call and server span were paired (LLMRequest.Join).
 const (
@@ -197,7 +217,8 @@ func (r *LLMRequest) Equal(o *LLMRequest) bool {
 		samePtr(r.InputTokens, o.InputTokens) && samePtr(r.OutputTokens, o.OutputTokens) &&
 		r.ColdStart == o.ColdStart && r.Error == o.Error && r.ErrorType == o.ErrorType && r.CallIndex == o.CallIndex &&
 		r.Route == o.Route && r.Tenant == o.Tenant && r.Join == o.Join &&
-		r.ServerTraceID == o.ServerTraceID && r.ServerSpanID == o.ServerSpanID
+		r.ServerTraceID == o.ServerTraceID && r.ServerSpanID == o.ServerSpanID &&
+		r.TTFTSource == o.TTFTSource && r.TokenSource == o.TokenSource && samePtr(r.Preemptions, o.Preemptions)
 }
 
 func samePtr[T comparable](a, b *T) bool {

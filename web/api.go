@@ -30,6 +30,7 @@ type Queries interface {
 	Compare(ctx context.Context, project uint32, a, b diagnose.Range, service, model string, prices map[string]diagnose.Price) (diagnose.Comparison, error)
 	Trace(ctx context.Context, project uint32, traceID string) ([]telemetry.Span, []telemetry.LLMRequest, error)
 	FillJoins(ctx context.Context, project uint32, traceID string, spans []telemetry.Span, reqs []telemetry.LLMRequest) (analysis.TraceJoins, error)
+	FillDetails(ctx context.Context, project uint32, reqs []telemetry.LLMRequest) error
 	Coverage(ctx context.Context, project uint32, from, to time.Time, service string) ([]analysis.ServiceCoverage, error)
 }
 
@@ -192,18 +193,28 @@ type requestJSON struct {
 	Error           bool      `json:"error"`
 	CallIndex       int       `json:"call_index"`
 	// Join, ServerTraceID and ServerSpanID say how the request was paired
-	// (trace, id, match); the trace API sets them, lists leave them out.
+	// (trace, id, match; left out for a request with one side).
 	Join          string `json:"join,omitempty"`
 	ServerTraceID string `json:"server_trace_id,omitempty"`
 	ServerSpanID  string `json:"server_span_id,omitempty"`
+	// TTFTSource: client_attribute, chunk_event, server_span, none or
+	// unrecorded; TTFTKey the client's wire key. TokenSource: client,
+	// server, mixed, none or unrecorded.
+	TTFTSource  string `json:"ttft_source"`
+	TTFTKey     string `json:"ttft_key,omitempty"`
+	TokenSource string `json:"token_source"`
+	Preemptions *int64 `json:"preemptions"`
 }
 
 func toRequestJSON(r telemetry.LLMRequest) requestJSON {
-	return requestJSON{TraceID: r.TraceID, SpanID: r.SpanID, Service: r.Service, ServerService: r.ServerService, Model: r.Model,
+	out := requestJSON{TraceID: r.TraceID, SpanID: r.SpanID, Service: r.Service, ServerService: r.ServerService, Model: r.Model,
 		Provider: r.Provider, Instance: r.Instance, Route: r.Route, Tenant: r.Tenant, Start: r.Start, TTFTMs: r.TTFT, PreInferenceMs: r.PreInference, QueueMs: r.Queue,
 		PrefillMs: r.Prefill, NetworkMs: r.Network, DecodeMs: r.Decode, E2EMs: r.E2E, ITLMs: r.ITL, ColdStartWaitMs: r.ColdStartWait,
 		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, ColdStart: r.ColdStart, Error: r.Error, CallIndex: r.CallIndex,
-		Join: r.Join, ServerTraceID: r.ServerTraceID, ServerSpanID: r.ServerSpanID}
+		Join: r.Join, ServerTraceID: r.ServerTraceID, ServerSpanID: r.ServerSpanID,
+		TokenSource: tokenSource(&r), Preemptions: r.Preemptions}
+	out.TTFTSource, out.TTFTKey = ttftSource(&r)
+	return out
 }
 
 func (s *Server) requestFilter(c echo.Context) (analysis.RequestFilter, error) {
@@ -234,6 +245,9 @@ func (s *Server) apiRequests(c echo.Context) error {
 	}
 	reqs, total, err := s.deps.Queries.Requests(c.Request().Context(), f)
 	if err != nil {
+		return s.internal(err)
+	}
+	if err := s.deps.Queries.FillDetails(c.Request().Context(), f.Project, reqs); err != nil {
 		return s.internal(err)
 	}
 	out := make([]requestJSON, len(reqs))

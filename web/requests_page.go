@@ -140,6 +140,9 @@ func (s *Server) requestsPage(c echo.Context) error {
 	if err != nil {
 		return s.internal(err)
 	}
+	if err := s.deps.Queries.FillDetails(ctx, q.filter.Project, reqs); err != nil {
+		return s.internal(err)
+	}
 	services, err := s.deps.Queries.Services(ctx, q.filter.Project, q.rng.From)
 	if err != nil {
 		return s.internal(err)
@@ -325,7 +328,10 @@ func requestRow(q *telemetry.LLMRequest, now time.Time) views.RequestRow {
 		PreInference: views.HumanMsPtr(q.PreInference), Queue: views.HumanMsPtr(q.Queue), Prefill: views.HumanMsPtr(q.Prefill), Network: views.HumanMsPtr(q.Network),
 		Decode: views.HumanMsPtr(q.Decode), TTFT: views.HumanMsPtr(q.TTFT), E2E: views.HumanMsPtr(q.E2E), ITL: views.HumanMsPtr(q.ITL),
 		InputTokens: humanTokens(q.InputTokens), OutputTokens: humanTokens(q.OutputTokens),
-		ColdStart: q.ColdStart, Error: q.Error, Bundled: bundled(q),
+		ColdStart: q.ColdStart, Error: q.Error, Bundled: bundled(q), TTFTFrom: "TTFT from " + ttftSourceWords(q),
+	}
+	if q.Join == telemetry.JoinID || q.Join == telemetry.JoinMatch {
+		row.Join = q.Join
 	}
 	if q.ServerService != "" && q.ServerService != q.Service {
 		row.Service = q.Service + " → " + q.ServerService

@@ -21,7 +21,7 @@ import (
 )
 
 var (
-	rowTTFT    = regexp.MustCompile(`<td class="num strong">([^<]+)</td>`)
+	rowTTFT    = regexp.MustCompile(`<td class="num strong"[^>]*>([^<]+)</td>`)
 	detailLink = regexp.MustCompile(`href="/requests/([0-9a-f]{32})#call-`)
 )
 

@@ -395,6 +395,11 @@ func callView(r *telemetry.LLMRequest, i int, before beforeCall, now time.Time) 
 		{Label: "Tokens in / out", Value: humanTokens(r.InputTokens) + " / " + humanTokens(r.OutputTokens)},
 		{Label: "ITL", Value: views.HumanMsPtr(r.ITL)},
 		{Label: "Joined", Value: joinWords(r)},
+		{Label: "TTFT from", Value: ttftSourceWords(r)},
+		{Label: "Tokens from", Value: tokenSourceWords(r)},
+	}
+	if r.Preemptions != nil {
+		v.Facts = append(v.Facts, views.Fact{Label: "Preemptions", Value: strconv.FormatInt(*r.Preemptions, 10)})
 	}
 	share := func(p *float64) string {
 		if p == nil || r.E2E == nil || *r.E2E <= 0 {

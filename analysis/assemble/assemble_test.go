@@ -86,7 +86,7 @@ func vllmWant() telemetry.LLMRequest {
 		Model: "llama-3-8b", Provider: "openai", Instance: "vllm-0", Start: at(120),
 		TTFT: f(450), PreInference: f(120), Queue: f(50), Prefill: f(300), Network: f(70),
 		Decode: f(1550), E2E: f(2000), ITL: f(15.5), InputTokens: n(1200), OutputTokens: n(101),
-		Route: "/chat", Tenant: "acme",
+		Route: "/chat", Tenant: "acme", TokenSource: telemetry.TokensFromServer,
 	}
 }
 
@@ -187,7 +187,7 @@ func TestTraces(t *testing.T) {
 			want: []telemetry.LLMRequest{{
 				ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", Model: "gpt-4o", Provider: "openai",
 				Start: at(120), TTFT: f(600), PreInference: f(120), Decode: f(2400), E2E: f(3000), ITL: f(48),
-				InputTokens: n(900), OutputTokens: n(51), Route: "handle", Tenant: "u-7",
+				InputTokens: n(900), OutputTokens: n(51), Route: "handle", Tenant: "u-7", TokenSource: telemetry.TokensFromClient,
 			}},
 		},
 		{
@@ -202,6 +202,7 @@ func TestTraces(t *testing.T) {
 			want: []telemetry.LLMRequest{{
 				ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", Model: "claude", Provider: "anthropic",
 				Start: at(0), PreInference: f(0), E2E: f(1500), OutputTokens: n(40), Error: true, ErrorType: "OverloadedError", Route: "chat",
+				TokenSource: telemetry.TokensFromClient,
 			}},
 		},
 		{
@@ -225,7 +226,8 @@ func TestTraces(t *testing.T) {
 				{ProjectID: 1, TraceID: "trace-1", SpanID: "c9", Service: "app", ServerService: "vllm", Join: telemetry.JoinTrace,
 					Model: "llama-3-8b", Provider: "vllm", Instance: "vllm-0", Start: at(100),
 					TTFT: f(200), PreInference: f(100), Queue: f(10), Prefill: f(90), Network: f(100),
-					Decode: f(800), E2E: f(1000), ITL: f(80), OutputTokens: n(11), CallIndex: 0, Route: "agent.run"},
+					Decode: f(800), E2E: f(1000), ITL: f(80), OutputTokens: n(11), CallIndex: 0, Route: "agent.run",
+					TokenSource: telemetry.TokensFromClient},
 				{ProjectID: 1, TraceID: "trace-1", SpanID: "c5", Service: "app", ServerService: "vllm", Join: telemetry.JoinTrace,
 					Model: "llama-3-8b", Provider: "vllm", Instance: "vllm-1", Start: at(2100),
 					TTFT: f(300), PreInference: f(1100), Queue: f(20), Prefill: f(230), Network: f(50),
@@ -234,7 +236,7 @@ func TestTraces(t *testing.T) {
 				{ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app",
 					Model: "claude", Provider: "anthropic", Start: at(5100),
 					TTFT: f(400), PreInference: f(2100), Decode: f(600), E2E: f(1000), ITL: f(150),
-					OutputTokens: n(5), CallIndex: 2, Route: "agent.run"},
+					OutputTokens: n(5), CallIndex: 2, Route: "agent.run", TokenSource: telemetry.TokensFromClient},
 			},
 		},
 		{
@@ -294,7 +296,7 @@ func TestTraces(t *testing.T) {
 				ProjectID: 1, TraceID: "trace-1", SpanID: "s1", Service: "vllm", ServerService: "vllm",
 				Model: "llama-3-8b", Provider: "vllm", Instance: "vllm-0", Start: at(0),
 				TTFT: f(150), Queue: f(30), Prefill: f(120), Decode: f(1300), E2E: f(1480), ITL: f(20),
-				InputTokens: n(500), OutputTokens: n(66),
+				InputTokens: n(500), OutputTokens: n(66), TTFTSource: telemetry.TTFTFromServer, TokenSource: telemetry.TokensFromServer,
 			}},
 		},
 		{
@@ -304,7 +306,7 @@ func TestTraces(t *testing.T) {
 			},
 			want: []telemetry.LLMRequest{{
 				ProjectID: 1, TraceID: "trace-1", SpanID: "s1", Service: "vllm", ServerService: "vllm",
-				Provider: "vllm", Instance: "vllm-0", Start: at(0), TTFT: f(100), E2E: f(900),
+				Provider: "vllm", Instance: "vllm-0", Start: at(0), TTFT: f(100), E2E: f(900), TTFTSource: telemetry.TTFTFromServer,
 			}},
 		},
 		{
@@ -317,7 +319,7 @@ func TestTraces(t *testing.T) {
 			want: []telemetry.LLMRequest{{
 				ProjectID: 1, TraceID: "trace-1", SpanID: "s1", Service: "vllm", ServerService: "vllm",
 				Provider: "vllm", Instance: "vllm-0", Start: at(200), TTFT: f(100), PreInference: f(200),
-				Decode: f(1400), E2E: f(1500), Route: "/summarize",
+				Decode: f(1400), E2E: f(1500), Route: "/summarize", TTFTSource: telemetry.TTFTFromServer,
 			}},
 		},
 		{
@@ -329,7 +331,7 @@ func TestTraces(t *testing.T) {
 				Model: "llama-3-8b", Provider: "vllm", Instance: "vllm-7", Start: at(100),
 				TTFT: f(8500), PreInference: f(100), Queue: f(20), Prefill: f(330), Network: f(100),
 				Decode: f(1000), E2E: f(9500), ITL: f(50), ColdStartWait: f(8000), OutputTokens: n(21),
-				ColdStart: true, Route: "/chat",
+				ColdStart: true, Route: "/chat", TokenSource: telemetry.TokensFromServer,
 			}},
 		},
 		{
@@ -340,7 +342,7 @@ func TestTraces(t *testing.T) {
 				ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", ServerService: "vllm", Join: telemetry.JoinTrace,
 				Model: "llama-3-8b", Provider: "vllm", Instance: "vllm-7", Start: at(100),
 				TTFT: f(8500), PreInference: f(100), Queue: f(20), Prefill: f(330), Network: f(8100),
-				Decode: f(1000), E2E: f(9500), ITL: f(50), OutputTokens: n(21), Route: "/chat",
+				Decode: f(1000), E2E: f(9500), ITL: f(50), OutputTokens: n(21), Route: "/chat", TokenSource: telemetry.TokensFromServer,
 			}},
 		},
 		{
@@ -352,7 +354,7 @@ func TestTraces(t *testing.T) {
 				ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", ServerService: "vllm", Join: telemetry.JoinTrace,
 				Model: "llama-3-8b", Provider: "vllm", Instance: "vllm-7", Start: at(100),
 				TTFT: f(8500), PreInference: f(100), Queue: f(20), Prefill: f(330), Network: f(8100),
-				Decode: f(1000), E2E: f(9500), ITL: f(50), OutputTokens: n(21), Route: "/chat",
+				Decode: f(1000), E2E: f(9500), ITL: f(50), OutputTokens: n(21), Route: "/chat", TokenSource: telemetry.TokensFromServer,
 			}},
 		},
 		{
@@ -418,7 +420,7 @@ func TestTraces(t *testing.T) {
 			want: []telemetry.LLMRequest{{
 				ProjectID: 1, TraceID: "trace-1", SpanID: "s1", Service: "vllm", ServerService: "vllm",
 				Provider: "vllm", Instance: "vllm-5", Start: at(0), TTFT: f(6200), Queue: f(6000),
-				Prefill: f(200), Decode: f(700), E2E: f(6950),
+				Prefill: f(200), Decode: f(700), E2E: f(6950), TTFTSource: telemetry.TTFTFromServer,
 			}},
 		},
 		{
@@ -469,6 +471,7 @@ func TestTraces(t *testing.T) {
 				Model: "llama-3-8b", Provider: "openai", Instance: "vllm-0", Start: at(120),
 				TTFT: f(410), PreInference: f(120), Queue: f(50), Prefill: f(300), Network: f(30),
 				Decode: f(1590), E2E: f(2000), ITL: f(15.9), OutputTokens: n(101), Route: "POST /chat",
+				TokenSource: telemetry.TokensFromClient,
 			}},
 		},
 	}
@@ -576,13 +579,13 @@ func TestPartialArrival(t *testing.T) {
 		ProjectID: 1, TraceID: "trace-1", SpanID: "s1", Service: "vllm", ServerService: "vllm",
 		Model: "meta-llama/Meta-Llama-3-8B", Provider: "vllm", Instance: "vllm-0", Start: at(150),
 		TTFT: f(380), Queue: f(50), Prefill: f(300), Decode: f(1500), E2E: f(1950), ITL: f(15),
-		InputTokens: n(1200), OutputTokens: n(101),
+		InputTokens: n(1200), OutputTokens: n(101), TTFTSource: telemetry.TTFTFromServer, TokenSource: telemetry.TokensFromServer,
 	}})
 	late := Traces(application, nil, Options{})
 	assertRequests(t, late, []telemetry.LLMRequest{{
 		ProjectID: 1, TraceID: "trace-1", SpanID: "c1", Service: "app", Model: "llama-3-8b", Provider: "openai",
 		Start: at(120), TTFT: f(450), PreInference: f(120), Decode: f(1550), E2E: f(2000), ITL: f(15.5),
-		InputTokens: n(1200), OutputTokens: n(101), Route: "/chat", Tenant: "acme",
+		InputTokens: n(1200), OutputTokens: n(101), Route: "/chat", Tenant: "acme", TokenSource: telemetry.TokensFromClient,
 	}})
 
 	for name, spans := range map[string][]telemetry.Span{

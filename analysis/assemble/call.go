@@ -34,6 +34,11 @@ type climbed struct {
 	span *telemetry.Span
 	top  *telemetry.Span // outermost LLM client span on the chain, span included
 	root *telemetry.Span // parentless span the chain ends at; nil if broken
+	// host is the outermost server span on the chain below top, span
+	// included; a server span with another server span above it is that
+	// server's engine record (vLLM journey tracing's llm_core under
+	// llm_request), not a call or an attempt of its own.
+	host *telemetry.Span
 }
 
 // assembler carries the options, the lazily built cold-start index and
@@ -76,13 +81,13 @@ func (a *assembler) trace(spans []*telemetry.Span, out []telemetry.LLMRequest) [
 		if s.LLM.Role == telemetry.NotLLM {
 			continue
 		}
-		top, root := t.climb(s)
+		top, root, host := t.climb(s)
 		if root == nil {
 			// An intermediate span is missing but the trace root is here:
 			// the root does not change when the gap fills in.
 			root = fallbackRoot
 		}
-		a.climbed = append(a.climbed, climbed{span: s, top: top, root: root})
+		a.climbed = append(a.climbed, climbed{span: s, top: top, root: root, host: host})
 	}
 
 	// Outermost client spans are the calls. They come out in SpanID order,
@@ -94,8 +99,11 @@ func (a *assembler) trace(spans []*telemetry.Span, out []telemetry.LLMRequest) [
 		}
 	}
 	clients := len(calls)
+	engines := 0
 	for _, c := range a.climbed {
 		switch {
+		case c.span.LLM.Role == telemetry.LLMServer && c.host != c.span:
+			engines++ // folded into its host below
 		case c.span.LLM.Role == telemetry.LLMClient && c.top != c.span:
 			k, ok := findCall(calls[:clients], c.top.SpanID)
 			if !ok {
@@ -126,6 +134,9 @@ func (a *assembler) trace(spans []*telemetry.Span, out []telemetry.LLMRequest) [
 		}
 	}
 	a.calls = calls
+	if engines > 0 {
+		a.foldEngines(calls)
+	}
 
 	first := len(out)
 	a.slab.reserve(len(calls))
@@ -160,6 +171,53 @@ func (a *assembler) trace(spans []*telemetry.Span, out []telemetry.LLMRequest) [
 		rows[i].CallIndex = i
 	}
 	return out
+}
+
+// foldEngines folds each engine record (a server span under another server
+// span) into its call's server: the host's own figures first, the
+// engine's where the host has none (vLLM journey tracing: the API span
+// names the id and tokens, the engine span the queue, first token and
+// preemptions). The call keeps one server, so network stays known.
+func (a *assembler) foldEngines(calls []call) {
+	for _, c := range a.climbed {
+		if c.span.LLM.Role != telemetry.LLMServer || c.host == c.span || c.host == nil {
+			continue
+		}
+		for k := range calls {
+			if h := calls[k].server; h != nil && (h == c.host || h.SpanID == c.host.SpanID && h.TraceID == c.host.TraceID) {
+				calls[k].server = withEngine(h, c.span)
+				break
+			}
+		}
+	}
+}
+
+// withEngine is a copy of host with the figures it lacks taken from engine.
+// The engine's prefill is its TTFT less its queue (both engine-side): the
+// host's TTFT, from arrival at the API server, also holds the hand-off.
+func withEngine(host, engine *telemetry.Span) *telemetry.Span {
+	m := *host
+	h, e := &m.LLM, &engine.LLM
+	if e.PrefillTime == nil && e.ServerTTFT != nil && e.QueueTime != nil && *e.ServerTTFT >= *e.QueueTime {
+		p := *e.ServerTTFT - *e.QueueTime
+		if h.PrefillTime == nil {
+			h.PrefillTime = &p
+		}
+	}
+	for _, f := range [...][2]**time.Duration{{&h.QueueTime, &e.QueueTime}, {&h.PrefillTime, &e.PrefillTime},
+		{&h.ServerTTFT, &e.ServerTTFT}, {&h.DecodeTime, &e.DecodeTime}, {&h.ServerE2E, &e.ServerE2E}} {
+		if *f[0] == nil {
+			*f[0] = *f[1]
+		}
+	}
+	for _, f := range [...][2]**int64{{&h.InputTokens, &e.InputTokens}, {&h.OutputTokens, &e.OutputTokens}, {&h.Preemptions, &e.Preemptions}} {
+		if *f[0] == nil {
+			*f[0] = *f[1]
+		}
+	}
+	h.Model = cmpOr(h.Model, e.Model)
+	h.ResponseID = cmpOr(h.ResponseID, e.ResponseID)
+	return &m
 }
 
 // pairAcross applies the joins to an unpaired call: a client call takes
@@ -218,26 +276,36 @@ func (t traceView) find(id string) *telemetry.Span {
 }
 
 // climb walks from s up the parent chain. It returns the outermost LLM client
-// span met (s included) and the parentless span the chain ends at, or nil
-// when a parent has not arrived. A chain that loops (malformed data) counts
-// as broken right at s, so every span on or below a loop stands alone.
-func (t traceView) climb(s *telemetry.Span) (top, root *telemetry.Span) {
+// span met (s included), the parentless span the chain ends at, or nil
+// when a parent has not arrived, and the outermost server span below that
+// client (s included; nil when s is a client). A chain that loops
+// (malformed data) counts as broken right at s, so every span on or below
+// a loop stands alone.
+func (t traceView) climb(s *telemetry.Span) (top, root, host *telemetry.Span) {
 	cur := s
 	for range len(t.spans) + 1 {
-		if cur.LLM.Role == telemetry.LLMClient {
+		switch cur.LLM.Role {
+		case telemetry.LLMClient:
 			top = cur
+		case telemetry.LLMServer:
+			if top == nil {
+				host = cur
+			}
 		}
 		if cur.ParentSpanID == "" {
-			return top, cur
+			return top, cur, host
 		}
 		if cur = t.find(cur.ParentSpanID); cur == nil {
-			return top, nil
+			return top, nil, host
 		}
 	}
-	if s.LLM.Role == telemetry.LLMClient {
-		return s, nil
+	switch s.LLM.Role {
+	case telemetry.LLMClient:
+		return s, nil, nil
+	case telemetry.LLMServer:
+		return nil, nil, s
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 // earliestRoot is the trace root when a chain is broken: the earliest

@@ -48,16 +48,31 @@ func (a *assembler) decompose(c *call, earlier time.Duration) telemetry.LLMReque
 			r.Provider = s.LLM.Provider
 		}
 	}
+	var fromServer, fromClient bool
 	for _, s := range [...]*telemetry.Span{server, c.hop, client} {
 		if s == nil {
 			continue
 		}
+		took := false
 		if r.InputTokens == nil && s.LLM.InputTokens != nil {
-			r.InputTokens = a.slab.int(*s.LLM.InputTokens)
+			r.InputTokens, took = a.slab.int(*s.LLM.InputTokens), true
 		}
 		if r.OutputTokens == nil && s.LLM.OutputTokens != nil {
-			r.OutputTokens = a.slab.int(*s.LLM.OutputTokens)
+			r.OutputTokens, took = a.slab.int(*s.LLM.OutputTokens), true
 		}
+		if took && s == server {
+			fromServer = true
+		} else if took {
+			fromClient = true
+		}
+	}
+	switch {
+	case fromServer && fromClient:
+		r.TokenSource = telemetry.TokensMixed
+	case fromServer:
+		r.TokenSource = telemetry.TokensFromServer
+	case fromClient:
+		r.TokenSource = telemetry.TokensFromClient
 	}
 	// The error class: the call's own span first, then the SDK span it
 	// wraps, then the server's.
@@ -69,7 +84,7 @@ func (a *assembler) decompose(c *call, earlier time.Duration) telemetry.LLMReque
 	r.Route = route(c.root)
 	r.Tenant = tenant(primary, c.root)
 
-	clientTTFT, haveClientTTFT := c.clientTTFT()
+	clientTTFT, ttftSource, haveClientTTFT := c.clientTTFT()
 	var serverTTFT time.Duration
 	haveServerTTFT := server != nil && server.LLM.ServerTTFT != nil
 	if haveServerTTFT {
@@ -78,9 +93,9 @@ func (a *assembler) decompose(c *call, earlier time.Duration) telemetry.LLMReque
 
 	switch {
 	case haveClientTTFT:
-		r.TTFT = a.slab.ms(clientTTFT)
+		r.TTFT, r.TTFTSource = a.slab.ms(clientTTFT), ttftSource
 	case haveServerTTFT:
-		r.TTFT = a.slab.ms(serverTTFT)
+		r.TTFT, r.TTFTSource = a.slab.ms(serverTTFT), telemetry.TTFTFromServer
 	}
 
 	// A call that is itself the root did no app work first; a server span
@@ -95,6 +110,9 @@ func (a *assembler) decompose(c *call, earlier time.Duration) telemetry.LLMReque
 	}
 
 	if server != nil {
+		if n := server.LLM.Preemptions; n != nil {
+			r.Preemptions = a.slab.int(*n)
+		}
 		if q := server.LLM.QueueTime; q != nil {
 			r.Queue = a.slab.ms(*q)
 		}
@@ -160,22 +178,23 @@ func (a *assembler) decompose(c *call, earlier time.Duration) telemetry.LLMReque
 // first token, the same instant is measured from the outer start; it is
 // taken over the outer span's own figure when that one ranks lower
 // (telemetry.TTFTRank: OpenLIT's clock starts after the response headers).
-func (c *call) clientTTFT() (time.Duration, bool) {
+// source is the wire key of the span that saw it.
+func (c *call) clientTTFT() (d time.Duration, source string, ok bool) {
 	if c.client == nil {
-		return 0, false
+		return 0, "", false
 	}
 	own := c.client.LLM.ClientTTFT
 	if c.hop != nil && c.hop.LLM.ClientTTFT != nil &&
 		(own == nil || telemetry.TTFTRank(c.hop.LLM.TTFTSource) > telemetry.TTFTRank(c.client.LLM.TTFTSource)) {
 		d := c.hop.Start.Add(*c.hop.LLM.ClientTTFT).Sub(c.client.Start)
 		if d >= 0 {
-			return d, true
+			return d, c.hop.LLM.TTFTSource, true
 		}
 	}
 	if own != nil {
-		return *own, true
+		return *own, c.client.LLM.TTFTSource, true
 	}
-	return 0, false
+	return 0, "", false
 }
 
 func route(root *telemetry.Span) string {
@@ -214,13 +233,14 @@ type slab struct {
 // perCall bounds the optional float figures of one request.
 const perCall = 9
 
-// reserve makes room for n more requests in the current chunk.
+// reserve makes room for n more requests in the current chunk (3 counts
+// each: tokens in and out, preemptions).
 func (s *slab) reserve(n int) {
 	if cap(s.floats)-len(s.floats) < perCall*n {
 		s.floats = make([]float64, 0, max(perCall*n, s.chunk))
 	}
-	if cap(s.ints)-len(s.ints) < 2*n {
-		s.ints = make([]int64, 0, max(2*n, s.chunk/4))
+	if cap(s.ints)-len(s.ints) < 3*n {
+		s.ints = make([]int64, 0, max(3*n, s.chunk/4))
 	}
 }
 

@@ -297,4 +297,4 @@ func (a *Assembler) storedRows(ctx context.Context, project uint32, traceIDs []s
 
 // existingRowColumns is what the assembler reads of stored rows: every
 // column it writes, and the version and tombstone flag FINAL would use.
-const existingRowColumns = clickhouse.RequestColumns + ", " + clickhouse.JoinColumns + ", " + clickhouse.ErrorTypeColumn + ", toInt64(version) AS row_version, is_deleted"
+const existingRowColumns = clickhouse.RequestColumns + ", " + clickhouse.DetailColumns + ", toInt64(version) AS row_version, is_deleted"

@@ -129,8 +129,7 @@ const freshSpans = " AND inserted_at > ? AND inserted_at <= ?"
 // tombstone.
 func liveRequests(r *clickhouse.Result) []telemetry.LLMRequest {
 	rows := clickhouse.ScanRequests(r)
-	clickhouse.ScanJoins(r, rows)
-	clickhouse.ScanErrorTypes(r, rows)
+	clickhouse.ScanDetails(r, rows)
 	type best struct {
 		i       int
 		version int64

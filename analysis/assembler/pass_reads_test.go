@@ -15,7 +15,7 @@ import (
 func TestLiveRequests(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	// The columns the assembler reads existing rows with (existingRowColumns).
-	cols := append(strings.Fields(strings.NewReplacer(",", " ").Replace(clickhouse.RequestColumns+", "+clickhouse.JoinColumns+", "+clickhouse.ErrorTypeColumn)), "row_version", "is_deleted")
+	cols := append(strings.Fields(strings.NewReplacer(",", " ").Replace(clickhouse.RequestColumns+", "+clickhouse.DetailColumns)), "row_version", "is_deleted")
 	row := func(span string, version int64, deleted bool) []any {
 		vals := map[string]any{"project_id": int64(1), "trace_id": "t", "span_id": span, "service": "chat", "start": t0,
 			"row_version": version, "is_deleted": deleted}

@@ -71,7 +71,8 @@ var notModelCalls = []notModelCall{
 type serverMarker struct {
 	Name string
 	Attr string
-	// Event, when set, marks by a span event of that name instead.
+	// Event, when set, marks by a span event of that name instead (and by
+	// the span's Name too when that is set).
 	Event string
 }
 
@@ -88,6 +89,12 @@ var serverMarkers = []serverMarker{
 	// journey.PREEMPTED, journey.FINISHED (vllm-project/vllm
 	// JOURNEY_TRACING.md, vllm/v1/core/sched/journey_events.py).
 	{Event: journeyQueued},
+	// Its parent, the API server's llm_request span, carries api.ARRIVED …
+	// api.DEPARTED events, gen_ai.request.id and the token counts, and no
+	// gen_ai.latency.* (JOURNEY_TRACING.md "API Layer Events";
+	// tests/v1/core/test_completion_tokens_attribute.py lists its
+	// attributes). The assembler folds the pair into one server record.
+	{Name: "llm_request", Event: journeyArrived},
 }
 
 // serverLatencyPrefix starts the attributes vLLM and SGLang put on their
@@ -97,6 +104,9 @@ const serverLatencyPrefix = "gen_ai.latency."
 // vLLM journey event names (see serverMarkers).
 const (
 	journeyQueued     = "journey.QUEUED"
+	journeyFinished   = "journey.FINISHED"
+	journeyArrived    = "api.ARRIVED"
+	journeyFirstReply = "api.FIRST_RESPONSE_FROM_CORE"
 	journeyScheduled  = "journey.SCHEDULED"
 	journeyFirstToken = "journey.FIRST_TOKEN"
 	journeyPreempted  = "journey.PREEMPTED"
@@ -291,10 +301,16 @@ var conventions = []fieldRule{
 	}},
 	{Field: fieldServerTTFT, Side: serverSide, Keys: []wireKey{
 		{Attr: "gen_ai.latency.time_to_first_token", Unit: seconds},
+		// Journey tracing: on llm_request from arrival at the API server to
+		// its first response from the engine; on llm_core from queued to
+		// the first token (engine only).
+		{Unit: eventGap, From: journeyArrived, Event: journeyFirstReply},
 		{Unit: eventGap, From: journeyQueued, Event: journeyFirstToken},
 	}},
 	{Field: fieldDecodeTime, Side: serverSide, Keys: []wireKey{
 		{Attr: "gen_ai.latency.time_in_model_decode", Unit: seconds},
+		// Journey tracing: first token to the engine's FINISHED.
+		{Unit: eventGap, From: journeyFirstToken, Event: journeyFinished},
 	}},
 	{Field: fieldServerE2E, Side: serverSide, Keys: []wireKey{
 		{Attr: "gen_ai.latency.e2e", Unit: seconds},

@@ -49,7 +49,7 @@ func (v *spanView) role() telemetry.LLMRole {
 	for _, m := range serverMarkers {
 		switch {
 		case m.Event != "":
-			if v.event(m.Event, 0) >= 0 {
+			if (m.Name == "" || v.name == m.Name) && v.event(m.Event, 0) >= 0 {
 				return telemetry.LLMServer
 			}
 		case v.name == m.Name:

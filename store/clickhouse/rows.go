@@ -216,6 +216,8 @@ func RequestsRewriteBatch(reqs, deleted, replaced []telemetry.LLMRequest, versio
 		callIndex                                                   = make([]uint16, n)
 		versions                                                    = make([]uint64, n)
 		join, serverTrace, serverSpan, errorType                    = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		ttftSource, tokenSource                                     = make([]string, n), make([]string, n)
+		preemptions                                                 = make([]*int64, n)
 	)
 	for i := range all {
 		r := &all[i]
@@ -229,6 +231,7 @@ func RequestsRewriteBatch(reqs, deleted, replaced []telemetry.LLMRequest, versio
 		callIndex[i] = uint16(r.CallIndex)
 		route[i], tenant[i] = r.Route, r.Tenant
 		join[i], serverTrace[i], serverSpan[i] = r.Join, r.ServerTraceID, r.ServerSpanID
+		ttftSource[i], tokenSource[i], preemptions[i] = r.TTFTSource, r.TokenSource, r.Preemptions
 		versions[i] = version
 		if i >= len(reqs)+len(deleted) {
 			versions[i] = version - 1
@@ -266,6 +269,9 @@ func RequestsRewriteBatch(reqs, deleted, replaced []telemetry.LLMRequest, versio
 		{"server_trace_id", "String", serverTrace},
 		{"server_span_id", "String", serverSpan},
 		{"error_type", lc, errorType},
+		{"ttft_source", lc, ttftSource},
+		{"token_source", lc, tokenSource},
+		{"preemptions", "Nullable(Int64)", preemptions},
 		{"version", "UInt64", versions},
 		{"is_deleted", "UInt8", isDeleted},
 	}}
@@ -276,31 +282,25 @@ const RequestColumns = `project_id, trace_id, span_id, service, server_service, 
 	ttft_ms, pre_inference_ms, queue_ms, prefill_ms, network_ms, decode_ms, e2e_ms, itl_ms, cold_start_wait_ms,
 	input_tokens, output_tokens, cold_start, error, call_index, route, tenant`
 
-// JoinColumns say how a request was paired (migration 0021); the samples
-// and rollups do not keep them, so they are read from llm_requests only,
-// beside RequestColumns (ScanJoins).
-const JoinColumns = "join_method, server_trace_id, server_span_id"
+// DetailColumns say how a request was paired (migration 0021), the failed
+// call's error class (migration 0022) and where its figures came from
+// (migration 0023); the samples and rollups do not keep them, so they are
+// read from llm_requests only, beside RequestColumns (ScanDetails).
+const DetailColumns = "join_method, server_trace_id, server_span_id, error_type, ttft_source, token_source, preemptions"
 
-// ScanJoins sets reqs' join fields from rows of r selected with
-// JoinColumns; reqs[i] is row i.
-func ScanJoins(r *Result, reqs []telemetry.LLMRequest) {
+// ScanDetails sets reqs' DetailColumns fields from rows of r; reqs[i] is
+// row i.
+func ScanDetails(r *Result, reqs []telemetry.LLMRequest) {
 	for i := range reqs {
-		w := r.Row(i)
-		reqs[i].Join, reqs[i].ServerTraceID, reqs[i].ServerSpanID = w.String("join_method"), w.String("server_trace_id"), w.String("server_span_id")
+		ScanDetail(r.Row(i), &reqs[i])
 	}
 }
 
-// ErrorTypeColumn is the failed call's error class (migration 0022); like
-// JoinColumns it is read from llm_requests only, beside RequestColumns
-// (ScanErrorTypes).
-const ErrorTypeColumn = "error_type"
-
-// ScanErrorTypes sets reqs' error types from rows of r that selected
-// ErrorTypeColumn; reqs[i] is row i.
-func ScanErrorTypes(r *Result, reqs []telemetry.LLMRequest) {
-	for i := range reqs {
-		reqs[i].ErrorType = r.Row(i).String(ErrorTypeColumn)
-	}
+// ScanDetail sets req's DetailColumns fields from one row.
+func ScanDetail(w Row, req *telemetry.LLMRequest) {
+	req.Join, req.ServerTraceID, req.ServerSpanID = w.String("join_method"), w.String("server_trace_id"), w.String("server_span_id")
+	req.TTFTSource, req.TokenSource, req.Preemptions = w.String("ttft_source"), w.String("token_source"), w.IntPtr("preemptions")
+	req.ErrorType = w.String("error_type")
 }
 
 // ScanRequests reads rows selected with RequestColumns.
