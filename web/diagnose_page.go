@@ -332,6 +332,7 @@ func diagnoseView(data *share.DiagnoseData, live bool) views.DiagnoseView {
 	v.Charts = diagnoseCharts(d)
 	v.Events = eventLines(d.Series)
 	v.Components = componentRows(d)
+	v.ServerMetricsNote = serverMetricsNote(d)
 	v.BubbleUp = bubbleRows(d.BubbleUp)
 	if live {
 		for i, b := range d.BubbleUp {

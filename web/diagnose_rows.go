@@ -52,6 +52,12 @@ func componentRows(d diagnose.Diagnosis) []views.PartRow {
 		cr := views.PartRow{Name: r.name, Hint: r.hint, Swatch: r.swatch, Headline: r.headline,
 			P50: views.HumanMsPtr(st.P50), P95: views.HumanMsPtr(st.P95), P99: views.HumanMsPtr(st.P99),
 			BaselineP95: views.HumanMsPtr(st.BaselineP95), Delta: views.NoValue}
+		if sc, ok := fromServerMetrics(d, r.key); ok {
+			cr.Hint = "server histogram"
+			if sc.ResolutionMs != nil {
+				cr.Resolution = "within a " + views.HumanMs(*sc.ResolutionMs) + " bucket"
+			}
+		}
 		if st.P95 != nil && st.BaselineP95 != nil {
 			cr.Delta = views.HumanDeltaMs(*st.P95 - *st.BaselineP95)
 			if *st.BaselineP95 > 0 {
@@ -84,6 +90,35 @@ func componentRows(d diagnose.Diagnosis) []views.PartRow {
 		out = append(out, cr)
 	}
 	return out
+}
+
+// fromServerMetrics returns the server histogram a component's figures
+// were read from, when they were (no server spans: the requests did not
+// measure it themselves).
+func fromServerMetrics(d diagnose.Diagnosis, key string) (diagnose.ServerComponent, bool) {
+	if d.ServerMetrics == nil {
+		return diagnose.ServerComponent{}, false
+	}
+	sc, ok := d.ServerMetrics.Components[key]
+	st := d.Components[key]
+	if !ok || sc.P95 == nil || st.P95 == nil || *sc.P95 != *st.P95 {
+		return diagnose.ServerComponent{}, false
+	}
+	return sc, true
+}
+
+// serverMetricsNote says where a metrics-only split comes from; "" when
+// the requests carry their own.
+func serverMetricsNote(d diagnose.Diagnosis) string {
+	sm := d.ServerMetrics
+	if sm == nil {
+		return ""
+	}
+	note := "No server spans: the parts marked “server histogram” are the inference server's own metrics (" + strings.Join(sm.Servers, ", ") + ")"
+	if len(sm.Endpoints) > 0 {
+		note += ", tied to the calls to " + strings.Join(sm.Endpoints, ", ")
+	}
+	return note + ", over the window rather than per request. Their quantiles are interpolated within the histogram's buckets: the exact p95 lies within the bucket shown under it."
 }
 
 func directionWords(dir string) string {

@@ -8,6 +8,7 @@ import (
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/share"
 	"github.com/tokenpath/tokenpath/telemetry"
+	"github.com/tokenpath/tokenpath/web/views"
 )
 
 // A sampled window says so next to its counts; a complete one does not.
@@ -144,5 +145,45 @@ func TestCompareViewSaysWhereDataStarts(t *testing.T) {
 	v := compareView(data, true)
 	if v.BeforeCount != "before: 765 requests from 10:24:12" || v.AfterCount != "after: 7\u202f667 requests" {
 		t.Errorf("counts %q and %q", v.BeforeCount, v.AfterCount)
+	}
+}
+
+// A metrics-only diagnosis says on the page that its parts are the
+// server's histograms, over the window, and shows the width of the bucket
+// each p95 lies in; the part the calls measured themselves carries no
+// such mark.
+func TestComponentTableSaysServerMetrics(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	d := diagnose.Diagnosis{
+		Components: map[string]diagnose.ComponentStats{
+			diagnose.ComponentQueue: {P95: f(3100), BaselineP95: f(240), Count: 200, BaselineCount: 600},
+			diagnose.ComponentTTFT:  {P95: f(3400), BaselineP95: f(300), Count: 200, BaselineCount: 600},
+		},
+		ServerMetrics: &diagnose.ServerMetricsFigures{Servers: []string{"vllm-llama"}, Endpoints: []string{"10.0.0.5:8000"},
+			Components: map[string]diagnose.ServerComponent{
+				diagnose.ComponentQueue: {Histogram: diagnose.HistQueue, P95: f(3100), BaselineP95: f(240), ResolutionMs: f(2500), Count: 200},
+				diagnose.ComponentTTFT:  {Histogram: diagnose.HistTTFT, P95: f(3350), BaselineP95: f(290), ResolutionMs: f(2500), Count: 200},
+			}},
+	}
+	rows := map[string]string{}
+	for _, r := range componentRows(d) {
+		rows[r.Name] = r.Hint + "|" + r.Resolution
+	}
+	bucket := "within a " + views.HumanMs(2500) + " bucket"
+	if rows["Queue"] != "server histogram|"+bucket || strings.Contains(rows["TTFT"], "server histogram") {
+		t.Errorf("rows %v; want the queue marked with its bucket, TTFT (the calls' own) not", rows)
+	}
+	var b strings.Builder
+	v := views.DiagnoseView{Components: componentRows(d), ServerMetricsNote: serverMetricsNote(d)}
+	if err := views.DiagnoseResults(v).Render(t.Context(), &b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"No server spans", "vllm-llama", "tied to the calls to 10.0.0.5:8000", bucket, "interpolated within"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the table does not say %q:\n%s", want, b.String())
+		}
+	}
+	if serverMetricsNote(diagnose.Diagnosis{}) != "" {
+		t.Error("a diagnosis with server spans got the metrics note")
 	}
 }
