@@ -29,6 +29,14 @@ const SettingObjectives = "objectives"
 // episode ("slow, and already slow before") rather than healthy.
 const DefaultTTFTObjectiveMs = 10_000
 
+// EpisodeHorizon and EpisodeWarmup are the detector's defaults: a pass
+// rewrites the last day's episodes, reading two hours more for the
+// baseline (bench query --ops episodes reads the same).
+const (
+	EpisodeHorizon = 24 * time.Hour
+	EpisodeWarmup  = 2 * time.Hour
+)
+
 // EpisodeDetector segments every service's recent traffic (either side:
 // calling app and inference server) into episodes once per Interval and
 // stores them, so pages read them instead of computing them; each pass
@@ -60,10 +68,10 @@ func (d *EpisodeDetector) defaults() {
 			d.Interval = time.Minute
 		}
 		if d.Horizon <= 0 {
-			d.Horizon = 24 * time.Hour
+			d.Horizon = EpisodeHorizon
 		}
 		if d.Warmup <= 0 {
-			d.Warmup = 2 * time.Hour
+			d.Warmup = EpisodeWarmup
 		}
 		if d.DiagnosesPerPass <= 0 {
 			d.DiagnosesPerPass = 4

@@ -28,16 +28,21 @@ type dataset struct {
 }
 
 const (
-	dataSpan       = 7 * 24 * time.Hour
-	loadBatchRows  = 250_000
-	spanSampleRate = 0.005 // share of requests with their spans stored
+	// defaultDataSpan is how far back a dataset's requests reach (bench
+	// query --span).
+	defaultDataSpan = 7 * 24 * time.Hour
+	loadBatchRows   = 250_000
+	spanSampleRate  = 0.005 // share of requests with their spans stored
 )
 
-func newDataset(project uint32, end time.Time) *dataset {
+func newDataset(project uint32, end time.Time, span time.Duration) *dataset {
+	if span <= 0 {
+		span = defaultDataSpan
+	}
 	d := &dataset{project: project, end: end.Truncate(time.Minute), incidentFrom: end.Add(-50 * time.Minute), incidentTo: end.Add(-10 * time.Minute),
 		scrapeInterval: 15 * time.Second}
-	d.start = d.end.Add(-dataSpan)
-	minutes := int(dataSpan / time.Minute)
+	d.start = d.end.Add(-span)
+	minutes := int(span / time.Minute)
 	d.cdf = make([]float64, minutes)
 	sum := 0.0
 	for i := range d.cdf {

@@ -127,6 +127,7 @@ func queryCmd(ctx context.Context, args []string) error {
 	fs.IntVar(&o.MaxRows, "max-rows", 0, "rows a diagnosis loads per window (default analysis.DefaultMaxRows)")
 	statements := fs.Bool("statements", false, "log each statement's engine time (FORMAT Null) to stderr")
 	fs.StringVar(&o.Keep, "keep", "", "work dir kept between runs; a dataset loaded there is reused (needs --no-http)")
+	fs.DurationVar(&o.Span, "span", defaultDataSpan, "how far back the dataset's requests reach (26h puts them all in the episode detector's day)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -56,6 +56,10 @@ type queryOptions struct {
 	// OnlyWhatIf skips the page measurements (and HTTP): load, then time
 	// the proposed fixes.
 	OnlyWhatIf bool
+	// Span is how far back the dataset's requests reach (default 7 days):
+	// --span 26h puts every row in the episode detector's reach, so
+	// --rows 1000000 is 1M requests a day.
+	Span time.Duration
 }
 
 // opTiming is one page query at one window size.
@@ -176,10 +180,10 @@ func runQuery(ctx context.Context, opts queryOptions) (*queryReport, error) {
 	}
 
 	rep := &queryReport{Options: opts}
-	d := newDataset(uint32(project), time.Now())
+	d := newDataset(uint32(project), time.Now(), opts.Span)
 	d.scrapeInterval = opts.GaugeInterval
-	if kept != nil && kept.Interval == opts.GaugeInterval {
-		d = newDataset(uint32(project), kept.End)
+	if kept != nil && kept.Interval == opts.GaugeInterval && kept.Span == opts.Span {
+		d = newDataset(uint32(project), kept.End, opts.Span)
 		d.scrapeInterval, d.rows = kept.Interval, kept.Rows
 		logf("reusing the dataset in %s: %d rows ending %s", opts.Keep, kept.Rows, kept.End.Format(time.RFC3339))
 	} else if opts.Keep != "" {
@@ -222,7 +226,7 @@ func runQuery(ctx context.Context, opts queryOptions) (*queryReport, error) {
 				}
 				res.Load = st
 				if opts.Keep != "" {
-					if err := writeKept(opts.Keep, keptDataset{End: d.end, Rows: d.rows, Interval: d.scrapeInterval}); err != nil {
+					if err := writeKept(opts.Keep, keptDataset{End: d.end, Rows: d.rows, Interval: d.scrapeInterval, Span: opts.Span}); err != nil {
 						return err
 					}
 				}
@@ -321,6 +325,7 @@ type keptDataset struct {
 	End      time.Time
 	Rows     int
 	Interval time.Duration
+	Span     time.Duration
 }
 
 func readKept(dir string) (*keptDataset, error) {
@@ -543,8 +548,9 @@ func statements(op string, project uint32, window, before diagnose.Range, rough 
 		return []statement{loadStatement(project, window, rough, maxRows), loadStatement(project, before, rough, maxRows),
 			metricsStatement(project, diagnose.Buckets(window), window, before)}
 	case "episodes":
-		sql, args := analysis.EpisodeMinutesSQL(project, window.From, window.To)
-		wsql, wargs := analysis.WaitingMinutesSQL(project, window.From, window.To)
+		from := window.From.Add(-analysis.EpisodeWarmup)
+		sql, args := analysis.EpisodeMinutesSQL(project, from, window.To)
+		wsql, wargs := analysis.WaitingMinutesSQL(project, from, window.To)
 		return []statement{{sql, args}, {wsql, wargs}}
 	}
 	return nil
@@ -568,12 +574,13 @@ func runOp(ctx context.Context, q *analysis.Queries, d *dataset, op string, w ti
 	case "compare":
 		_, err = q.Compare(ctx, d.project, before, window, "", "", nil)
 	case "episodes":
-		// What the episode detector's pass reads and computes for the
-		// window (it reads 26 h; the store write is a few rows).
+		// What the episode detector's pass reads and computes when its
+		// horizon is the window (24 h by default, read with the baseline's
+		// warm-up before it); the store write is a few rows.
 		var minutes map[string][]episode.Minute
-		minutes, err = q.EpisodeMinutes(ctx, d.project, window.From, window.To)
+		minutes, err = q.EpisodeMinutes(ctx, d.project, window.From.Add(-analysis.EpisodeWarmup), window.To)
 		for _, m := range minutes {
-			episode.Detect(m, episode.Config{})
+			episode.Detect(m, episode.Config{TTFTObjective: analysis.DefaultTTFTObjectiveMs, Until: window.To})
 		}
 	}
 	return err

@@ -183,7 +183,7 @@ func printQuery(w io.Writer, r *queryReport) {
 	}
 	last := r.Sizes[len(r.Sizes)-1]
 	printWhatIfs(w, last.Rows, last.WhatIfs)
-	var diag, list, newest, page, deferred time.Duration
+	var diag, list, newest, page, deferred, episodes time.Duration
 	var seen = map[string]bool{}
 	for _, t := range last.Ops {
 		m := median(t.API)
@@ -204,6 +204,8 @@ func printQuery(w io.Writer, r *queryReport) {
 			list = max(list, m)
 		case "newest":
 			newest = max(newest, m)
+		case "episodes":
+			episodes = max(episodes, m)
 		}
 	}
 	target := func(op string, ok bool, d time.Duration) string {
@@ -215,6 +217,12 @@ func printQuery(w io.Writer, r *queryReport) {
 	fmt.Fprintf(w, "\nTargets at %s rows (slowest window): diagnose < 1 s: %s; request list < 100 ms: %s newest first (as the page opens), %s sorted by TTFT; HTML pages < 150 ms server time: %s.\n",
 		count(float64(last.Rows)), target("diagnose", diag < time.Second, diag), target("newest", newest < 100*time.Millisecond, newest),
 		target("list", list < 100*time.Millisecond, list), target("page", max(page, deferred) < 150*time.Millisecond, max(page, deferred)))
+	if seen["episodes"] {
+		// The detector's pass over a day (24 h window) is held to a page's
+		// budget: it runs every minute on the same engine as the pages.
+		fmt.Fprintf(w, "Episode detection (a pass over the window, with its 2 h warm-up) < 150 ms: %s.\n",
+			target("episodes", episodes < 150*time.Millisecond, episodes))
+	}
 	if deferred > 0 {
 		// The diagnosis the frame loads is the page's content: the target
 		// above counts it as a page of its own.
