@@ -221,6 +221,12 @@ func (q *Queries) input(ctx context.Context, d DiagnoseRequest, withBaseline boo
 		gauges, err = q.metrics(ctx, d.Project, servers, diagnose.Buckets(d.Window), ranges...)
 		return err
 	})
+	if withBaseline {
+		g.Go(func() (err error) {
+			in.ErrorTypes, err = q.errorTypes(ctx, f, d.Window, d.Baseline)
+			return err
+		})
+	}
 	if len(servers) > 0 {
 		g.Go(func() error {
 			r, err := q.CH.Query(ctx, "SELECT "+clickhouse.EventColumns+" FROM events FINAL WHERE project_id = ? AND service IN ? AND time >= ? AND time < ? ORDER BY time",
@@ -327,4 +333,32 @@ func (q *Queries) sizeUp(ctx context.Context, f RequestFilter, span diagnose.Ran
 		}
 	}
 	return withService(servers, f.Service), counts, nil
+}
+
+// errorTypes counts the failed requests of the window and the baseline by
+// error type, over every request (a sampled window's rows do not carry the
+// type). It reads only failed rows and needs no FINAL: a live row counts
+// +1 and a deleted one −1, as in the rollups (clickhouse.RequestSign), so a
+// replaced version cancels exactly.
+func (q *Queries) errorTypes(ctx context.Context, f RequestFilter, window, baseline diagnose.Range) (*diagnose.ErrorTypeCounts, error) {
+	scope, args := f.scope()
+	lo, hi := telemetry.MinTime(window.From, baseline.From), telemetry.MaxTime(window.To, baseline.To)
+	sign := clickhouse.RequestSign
+	r, err := q.CH.Query(ctx, "SELECT error_type, sumIf("+sign+", start >= ? AND start < ?) AS w, sumIf("+sign+", start >= ? AND start < ?) AS b"+
+		" FROM llm_requests WHERE "+scope+" AND error = 1 AND start >= ? AND start < ? GROUP BY error_type",
+		append(append([]any{window.From, window.To, baseline.From, baseline.To}, args...), lo, hi)...)
+	if err != nil {
+		return nil, fmt.Errorf("count errors: %w", err)
+	}
+	out := &diagnose.ErrorTypeCounts{Window: map[string]int{}, Baseline: map[string]int{}}
+	for i := range r.Len() {
+		row := r.Row(i)
+		if n := int(row.Int("w")); n > 0 {
+			out.Window[row.String("error_type")] = n
+		}
+		if n := int(row.Int("b")); n > 0 {
+			out.Baseline[row.String("error_type")] = n
+		}
+	}
+	return out, nil
 }

@@ -124,6 +124,13 @@ func TestPlantedIncidentsEndToEnd(t *testing.T) {
 			check:    checkComponentGrew(diagnose.ComponentTTFT, 1000),
 		},
 		{
+			name: "rate_limits", incidents: []demo.Incident{demo.RateLimits}, seed: 510,
+			service: supportAgent, verdict: diagnose.VerdictErrors, minConf: 0.7, bystander: ragChat,
+			mentions: []string{"Error rate", "rate limits (429)", "server errors (5xx)", "Retries within a task", "per failed task"},
+			summary:  []string{"Errors & rate limits:", "of them rate limits (429)"},
+			check:    checkErrorRate,
+		},
+		{
 			name: "healthy", seed: 508,
 			service: ragChat, verdict: diagnose.VerdictHealthy, minConf: 0.5, sameOnServer: true, bystander: supportAgent,
 			summary: []string{"Healthy"},
@@ -259,13 +266,15 @@ func waitAssembled(t *testing.T, srv *apptest.Server, project uint32, sc *demo.S
 		}
 		n, paired = res.Row(0).Int("n"), res.Row(0).Int("paired")
 		if n == int64(want) && paired == int64(wantPaired) {
-			res, err := srv.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+" FROM llm_requests FINAL WHERE project_id = ? AND start >= ? AND start <= ?",
+			res, err := srv.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+", "+clickhouse.ErrorTypeColumn+" FROM llm_requests FINAL WHERE project_id = ? AND start >= ? AND start <= ?",
 				project, from, to)
 			if err != nil {
 				t.Fatal(err)
 			}
 			out := map[string]telemetry.LLMRequest{}
-			for _, r := range clickhouse.ScanRequests(res) {
+			rows := clickhouse.ScanRequests(res)
+			clickhouse.ScanErrorTypes(res, rows)
+			for _, r := range rows {
 				out[r.TraceID+"/"+r.SpanID] = r
 			}
 			return out
@@ -332,6 +341,9 @@ func checkDecomposition(t *testing.T, sc *demo.Scenario, rows map[string]telemet
 		}
 		if got.ColdStart != w.ColdStart {
 			diffs = append(diffs, fmt.Sprintf("cold_start %v, want %v", got.ColdStart, w.ColdStart))
+		}
+		if got.ErrorType != w.ErrorType {
+			diffs = append(diffs, fmt.Sprintf("error_type %q, want %q", got.ErrorType, w.ErrorType))
 		}
 		if got.Service != w.Service || got.ServerService != w.ServerService || got.Instance != w.Instance ||
 			got.Model != w.Model || got.Provider != w.Provider || !got.Start.Equal(w.Start) || got.Error != w.Error {
@@ -486,6 +498,35 @@ func checkDecode(t *testing.T, run *scenarioRun, d diagnose.Diagnosis) {
 	}
 	if got, ok := figure(d, "running_max"); !ok || got != gaugeMax(run, demo.MetricRequestsRunning) {
 		t.Errorf("evidence running_max %v, scraped max %v", got, gaugeMax(run, demo.MetricRequestsRunning))
+	}
+}
+
+// checkErrorRate: the evidence counts the window's failures and their
+// classes as the ground truth has them, and each failed task retried.
+func checkErrorRate(t *testing.T, run *scenarioRun, d diagnose.Diagnosis) {
+	truth := windowValues(run, diagnose.ComponentE2E).all
+	byClass := map[string]float64{}
+	failed := 0.0
+	for _, w := range truth {
+		if w.Error {
+			failed++
+			byClass[diagnose.ErrorClass(w.ErrorType)]++
+		}
+	}
+	if got, ok := figure(d, "errors"); !ok || got != failed {
+		t.Errorf("evidence errors %v, ground truth %v of %d requests", got, failed, len(truth))
+	}
+	if got, _ := figure(d, "error_rate"); math.Abs(got-failed/float64(len(truth))) > 1e-9 {
+		t.Errorf("error rate %v, ground truth %v", got, failed/float64(len(truth)))
+	}
+	for class, n := range byClass {
+		if got, _ := figure(d, class); got != n {
+			t.Errorf("%s failures %v, ground truth %v", class, got, n)
+		}
+	}
+	// The agent retries every failure at once: as many retries as failures.
+	if got, _ := figure(d, "retries"); got != failed {
+		t.Errorf("%v retries, want %v (the agent retries each failure once)", got, failed)
 	}
 }
 

@@ -230,6 +230,9 @@ const (
 	providerPerInputMs   = 0.04
 	providerITLMedianMs  = 9
 	providerRetryChance  = 0.05
+	// providerServerErrors is the share of a rate_limits incident's
+	// failures that are server errors (500) rather than 429s.
+	providerServerErrors = 0.15
 )
 
 func (s *sim) agentArrival() {
@@ -253,7 +256,7 @@ func (s *sim) startAgent(t time.Time) {
 	cursor := t.Add(s.uniform(2*time.Millisecond, 10*time.Millisecond))
 	call := 0
 	var inCalls time.Duration // the task's time in model calls so far (they run one after another)
-	llm := func(input, output int, failed bool) {
+	llm := func(input, output int, failure string) {
 		e, inc := s.effectAt(cursor)
 		id := s.spanID()
 		start := cursor
@@ -277,11 +280,14 @@ func (s *sim) startAgent(t time.Time) {
 			Resource: s.agentPod, TraceID: trace, SpanID: id, ParentSpanID: rootID,
 			Name: "chat " + agentModel, Kind: KindClient, Start: start,
 		}
-		if failed {
+		if failure != "" {
 			sp.End = start.Add(s.uniform(150*time.Millisecond, 600*time.Millisecond))
 			sp.Error, sp.StatusMessage = true, "Error code: 429 - Rate limit reached for gpt-4o-mini"
-			attrs = append(attrs, Attr{"error.type", "429"})
-			r.Error = true
+			if failure == "500" {
+				sp.StatusMessage = "Error code: 500 - The server had an error while processing your request."
+			}
+			attrs = append(attrs, Attr{"error.type", failure})
+			r.Error, r.ErrorType = true, failure
 		} else {
 			ttft := us(s.lognormal(providerTTFTMedianMs, providerTTFTSigma)*e.providerTTFTMult + providerPerInputMs*float64(input))
 			itl := s.lognormal(providerITLMedianMs, 0.15)
@@ -310,11 +316,15 @@ func (s *sim) startAgent(t time.Time) {
 		// back into the prompt.
 		input := 900 + 450*step + int(s.lognormal(300, 0.4))
 		output := clampInt(int(s.lognormal(120, 0.5)), 2, 800)
-		if s.chance(providerRetryChance) {
-			llm(input, output, true)
+		if e, _ := s.effectAt(cursor); s.chance(e.providerErrorChance) {
+			failure := "429"
+			if e.providerErrorChance > providerRetryChance && s.chance(providerServerErrors) {
+				failure = "500"
+			}
+			llm(input, output, failure)
 			cursor = cursor.Add(s.uniform(500*time.Millisecond, 1500*time.Millisecond))
 		}
-		llm(input, output, false)
+		llm(input, output, "")
 		cursor = cursor.Add(s.uniform(time.Millisecond, 5*time.Millisecond))
 		if step == steps-1 {
 			break

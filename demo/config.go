@@ -114,10 +114,14 @@ const (
 	// ProviderSlowness multiplies the managed API's TTFT by 4, tokens
 	// unchanged.
 	ProviderSlowness Incident = "provider_slowness"
+	// RateLimits makes the managed API refuse 30 % of the support agent's
+	// calls instead of 5 %: 429s, and some 500s; the agent retries each at
+	// once. Latency unchanged.
+	RateLimits Incident = "rate_limits"
 )
 
-// Incidents lists every planted incident (not Healthy), in the order the
-// backfill plants them. The order keeps each incident's aftermath out of
+// Incidents lists the incidents the backfill plants (not Healthy, nor
+// RateLimits, which the scenario tests plant), in the order it plants them. The order keeps each incident's aftermath out of
 // the next one's baseline, where it would hide it: after a cold start one
 // pod takes all of rag-chat's traffic until the HPA has scaled back up,
 // so the support agent's provider slowness, which does not share the

@@ -99,9 +99,11 @@ type Request struct {
 	// Managed: a managed API call; queue, prefill and network are bundled
 	// into its TTFT and no server span exists.
 	Managed bool
-	// Error: the call failed (rate limited) and was retried by the next
-	// call of the trace; it has no TTFT or tokens.
-	Error bool
+	// Error: the call failed (rate limited, or a server error) and was
+	// retried by the next call of the trace; it has no TTFT or tokens.
+	// ErrorType is its error.type: "429" or "500".
+	Error     bool
+	ErrorType string
 
 	// PreInference is the app's own time before the call: LLM client
 	// start − root start, minus the task's earlier model calls.
@@ -160,6 +162,7 @@ func (r *Request) Want() telemetry.LLMRequest {
 		E2E:          ms(r.E2E),
 		ColdStart:    r.ColdStart,
 		Error:        r.Error,
+		ErrorType:    r.ErrorType,
 		CallIndex:    r.CallIndex,
 		Route:        r.Route,
 		Tenant:       r.Tenant,

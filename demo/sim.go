@@ -80,13 +80,16 @@ type effect struct {
 	retrievalMin, retrievalMax time.Duration
 	gatewayDelay               time.Duration
 	providerTTFTMult           float64
+	// providerErrorChance is the share of the managed API's calls that
+	// fail (and are retried by the task).
+	providerErrorChance float64
 }
 
 func healthyEffect() effect {
 	return effect{
 		ragRate: 1, inputMult: 1, outputMult: 1, maxTokens: 1024, topK: 8,
 		retrievalMin: 30 * time.Millisecond, retrievalMax: 80 * time.Millisecond,
-		providerTTFTMult: 1,
+		providerTTFTMult: 1, providerErrorChance: providerRetryChance,
 	}
 }
 
@@ -133,6 +136,8 @@ func (s *sim) effectAt(t time.Time) (effect, Incident) {
 			e.ragRate, e.inputMult, e.outputMult = 2*e.ragRate, 0.5*e.inputMult, 1.5*e.outputMult
 		case ProviderSlowness:
 			e.providerTTFTMult *= 4
+		case RateLimits:
+			e.providerErrorChance = 6 * providerRetryChance
 		}
 	}
 	e.ragRate = min(e.ragRate, maxRateMult) // the arrival process thins from it

@@ -3,6 +3,7 @@ package diagnose
 import (
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +60,8 @@ type analysis struct {
 	bonus       float64
 	penalty     float64
 	cause       string // the "because …" clause of the summary
+	// errors is the window's failures when the errors verdict claimed it.
+	errors *errorFigures
 	// blockedQueue is the queue candidate a prefill verdict took over
 	// (queue time spent behind other requests' long prefills), if any.
 	blockedQueue *candidate
@@ -175,6 +178,7 @@ func diagnoseWith(in Input, rules *verdictTable) Diagnosis {
 	if r := a.claim(); r != nil {
 		d.Verdict, d.Answers.Cause = r.Verdict, r.Verdict
 		d.BubbleUp = a.bubbleUpFor(a.primaryGroup())
+		a.asides()
 		d.Confidence = a.confidence()
 		if r.Summary != nil {
 			d.Summary = r.Summary(a)
@@ -189,6 +193,10 @@ func diagnoseWith(in Input, rules *verdictTable) Diagnosis {
 		d.Confidence, d.Summary = a.healthy()
 		d.Answers.Cause = VerdictHealthy
 		d.BubbleUp = a.bubbleUpFor(a.primaryGroup())
+		if clauses := a.asides(); len(clauses) > 0 {
+			d.Summary = strings.TrimSuffix(d.Summary, ".") + "; but " + strings.Join(clauses, "; ") + "."
+			d.Confidence = round2(math.Max(confMin, d.Confidence-a.penalty))
+		}
 		a.waitingAtEndEvidence()
 		d.Evidence = a.numbered()
 		return d.withEmptyLists()
@@ -197,6 +205,7 @@ func diagnoseWith(in Input, rules *verdictTable) Diagnosis {
 	d.Verdict = verdict
 	d.Answers.Cause = verdict
 	d.BubbleUp = a.bubble
+	a.asides()
 	d.Confidence = a.confidence()
 	d.Summary = a.summary(verdict)
 	a.waitingAtEndEvidence()

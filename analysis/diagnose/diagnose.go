@@ -103,6 +103,17 @@ type Input struct {
 	// no server split they stand in for it, and the verdict rules claim
 	// the window from them.
 	ServerMetrics *ServerMetrics
+	// ErrorTypes, when not nil, counts the failed requests of the window
+	// and the baseline by error type over every request (the store's
+	// count; the rows of a sampled window are fewer and do not carry
+	// their error type). Nil: the errors are counted from the rows.
+	ErrorTypes *ErrorTypeCounts
+}
+
+// ErrorTypeCounts are failed requests per error type
+// (telemetry.LLMRequest.ErrorType, "" when the spans named none).
+type ErrorTypeCounts struct {
+	Window, Baseline map[string]int
 }
 
 // Canonical metric names, as ingest normalizes vLLM/SGLang gauges.

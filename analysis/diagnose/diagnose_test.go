@@ -104,6 +104,15 @@ func TestPlantedIncidents(t *testing.T) {
 			summary:  []string{"E2E p95 rose", "memory-bound"},
 		},
 		{
+			name:     "managed API rate limits",
+			plant:    rateLimited,
+			verdict:  VerdictErrors,
+			minConf:  0.75,
+			maxConf:  0.97,
+			mentions: []string{"Error rate 0 % →", "rate limits (429) 8", "server errors (5xx)", "Retries within a task", "1 retry per failed task"},
+			summary:  []string{"Errors & rate limits:", "of requests failed (baseline 0 %), 8", "of them rate limits (429)"},
+		},
+		{
 			name:     "managed API provider slowdown",
 			plant:    providerSlowdown,
 			verdict:  VerdictProvider,

@@ -33,6 +33,13 @@ type sample struct {
 	managed     bool
 	managedTTFT float64
 	skip        bool // drop the request (no traffic)
+	// failed marks a call that ended in an error of errType (no first
+	// token); trace, when set, puts the call in that trace at callIndex
+	// (a retry in the same task).
+	failed    bool
+	errType   string
+	trace     string
+	callIndex int
 }
 
 // world is a synthetic service: a healthy baseline shape, plus hooks that
@@ -140,6 +147,14 @@ func (w *world) assemble(s *sample, n int) telemetry.LLMRequest {
 	}
 	r.TTFT = telemetry.Ptr(ttft)
 	r.E2E = telemetry.Ptr(ttft + decode)
+	if s.trace != "" {
+		r.TraceID, r.CallIndex = s.trace, s.callIndex
+	}
+	if s.failed {
+		r.Error, r.ErrorType = true, s.errType
+		r.TTFT, r.Decode, r.ITL, r.OutputTokens = nil, nil, nil, nil
+		r.E2E = telemetry.Ptr(w.lognormal(300, 0.3))
+	}
 	return r
 }
 
@@ -326,6 +341,32 @@ func memoryBoundDecode(w *world) {
 	w.gauges = func(w *world, t time.Time, _ string) (float64, float64, float64) {
 		r := running(w, t) + 2*w.rng.NormFloat64()
 		return math.Min(0.88, 0.3+0.01*r), 0, math.Round(math.Max(1, r))
+	}
+}
+
+// rateLimited: a managed API that refuses a third of the calls of the
+// incident minutes with 429 (a tenth of the refusals a 5xx), each retried
+// at once by the next call of the same task; latency unchanged.
+func rateLimited(w *world) {
+	w.managed = true
+	w.gauges = nil
+	w.instances = []string{""}
+	retry := ""
+	n := 0
+	w.tweak = func(w *world, s *sample) {
+		n++
+		if retry != "" {
+			s.trace, s.callIndex, retry = retry, 1, ""
+			return
+		}
+		if s.inWindow && w.inIncident(s.t) && w.rng.Float64() < 0.33 {
+			s.failed, s.errType = true, "429"
+			if w.rng.Float64() < 0.1 {
+				s.errType = "InternalServerError"
+			}
+			s.trace = fmt.Sprintf("retried-%d", n)
+			retry = s.trace
+		}
 	}
 }
 

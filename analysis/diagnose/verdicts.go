@@ -64,6 +64,11 @@ type verdictRule struct {
 	// Summary writes the one sentence of a claimed verdict; nil writes the
 	// latency sentence around a.cause.
 	Summary func(a *analysis) string
+	// Aside adds evidence to whichever verdict the window reached when
+	// this verdict's signal is present but did not take the window (errors
+	// beside a latency verdict or a healthy one); it returns a clause for
+	// a healthy summary, or "".
+	Aside func(a *analysis) string
 }
 
 // verdictTable holds the registered rules, looked up by verdict and by
@@ -237,4 +242,19 @@ func (a *analysis) attribute() Verdict {
 		a.penalty += 0.05
 	}
 	return rule.Verdict
+}
+
+// asides runs every rule's Aside; it returns the clauses a healthy
+// summary adds.
+func (a *analysis) asides() []string {
+	var out []string
+	for _, r := range a.rules.rules {
+		if r.Aside == nil {
+			continue
+		}
+		if c := r.Aside(a); c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
 }

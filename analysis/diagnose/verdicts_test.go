@@ -16,7 +16,7 @@ func TestVerdictTableCoversEveryPart(t *testing.T) {
 			t.Errorf("no verdict is won by the part %q", c)
 		}
 	}
-	want := []Verdict{VerdictColdStart, VerdictDecode, VerdictHealthy, VerdictNetwork,
+	want := []Verdict{VerdictColdStart, VerdictDecode, VerdictErrors, VerdictHealthy, VerdictNetwork,
 		VerdictPreInference, VerdictPrefill, VerdictProvider, VerdictQueueing}
 	var got []Verdict
 	for _, r := range verdicts.rules {
@@ -53,11 +53,12 @@ func TestVerdictTableRefusesDuplicates(t *testing.T) {
 
 // A verdict that is not a part of the latency takes the window through
 // Claim, healthy latency or not; without its signal the window keeps the
-// verdict it had. The rule here stands in for an errors verdict.
+// verdict it had. The rule here stands in for the errors verdict, in a
+// table without the real one.
 func TestClaimTakesTheWindow(t *testing.T) {
 	errorsRule := verdictRule{
-		Verdict:    "errors",
-		Label:      "Errors",
+		Verdict:    "failing",
+		Label:      "Failing",
 		CauseWords: "Requests fail",
 		Claim: func(a *analysis) bool {
 			failed := 0
@@ -77,7 +78,15 @@ func TestClaimTakesTheWindow(t *testing.T) {
 		},
 		Summary: func(a *analysis) string { return "Requests fail: " + a.cause + "." },
 	}
-	rules, err := verdicts.with(errorsRule)
+	without := &verdictTable{}
+	for _, r := range verdicts.rules {
+		if r.Verdict != VerdictErrors {
+			if err := without.add(*r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rules, err := without.with(errorsRule)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,8 +100,8 @@ func TestClaimTakesTheWindow(t *testing.T) {
 		in.Requests[i].Error = i%3 == 0
 	}
 	d := diagnoseWith(in, rules)
-	if d.Verdict != "errors" || d.Answers.Cause != "errors" {
-		t.Fatalf("verdict %s, want errors\n%s", d.Verdict, explain(d))
+	if d.Verdict != "failing" || d.Answers.Cause != "failing" {
+		t.Fatalf("verdict %s, want failing\n%s", d.Verdict, explain(d))
 	}
 	if d.Summary != "Requests fail: requests failed." {
 		t.Errorf("summary %q", d.Summary)
@@ -106,8 +115,8 @@ func TestClaimTakesTheWindow(t *testing.T) {
 	if !strings.HasPrefix(d.Evidence[0].Text, "33 %") || d.Evidence[0].N != 1 {
 		t.Errorf("evidence %+v", d.Evidence)
 	}
-	// The registered table has no such rule: the same input stays healthy.
-	if d := Diagnose(in); d.Verdict != VerdictHealthy {
-		t.Errorf("registered rules: verdict %s, want healthy", d.Verdict)
+	// The registered table's errors rule reads the same failures.
+	if d := Diagnose(in); d.Verdict != VerdictErrors {
+		t.Errorf("registered rules: verdict %s, want errors", d.Verdict)
 	}
 }

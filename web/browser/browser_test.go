@@ -204,7 +204,7 @@ func (s *suite) testOverview(t *testing.T) {
 // verdictLabels are the words a verdict badge may say.
 var verdictLabels = func() []string {
 	var out []string
-	for _, v := range []string{"queueing", "prefill", "cold_start", "network", "pre_inference", "decode", "provider", "healthy", ""} {
+	for _, v := range []string{"queueing", "prefill", "cold_start", "network", "pre_inference", "decode", "provider", "errors", "healthy", ""} {
 		out = append(out, views.VerdictLabel(v))
 	}
 	return out
