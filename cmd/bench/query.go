@@ -520,8 +520,9 @@ func statements(op string, project uint32, window, before diagnose.Range, rough 
 		if op == "series" {
 			return append([]statement{loadStatement(project, window, rough, maxRows), servers(window), metricsStatement(project, width, window), events}, series...)
 		}
+		errSQL, errArgs := analysis.ErrorTypesSQL(analysis.RequestFilter{Project: project}, window, baseline)
 		return append(append(diagnoseLoads(project, window, baseline, rough, maxRows), servers(span),
-			metricsStatement(project, width, window, baseline), events), series...)
+			metricsStatement(project, width, window, baseline), events, statement{errSQL, errArgs}), series...)
 	case "overview":
 		if analysis.RollupServes(window) {
 			// Its per-service read of the rollups (the trend and model
