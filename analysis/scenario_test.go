@@ -266,14 +266,14 @@ func waitAssembled(t *testing.T, srv *apptest.Server, project uint32, sc *demo.S
 		}
 		n, paired = res.Row(0).Int("n"), res.Row(0).Int("paired")
 		if n == int64(want) && paired == int64(wantPaired) {
-			res, err := srv.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+", "+clickhouse.ErrorTypeColumn+" FROM llm_requests FINAL WHERE project_id = ? AND start >= ? AND start <= ?",
+			res, err := srv.CH.Query(ctx, "SELECT "+clickhouse.RequestColumns+", "+clickhouse.DetailColumns+" FROM llm_requests FINAL WHERE project_id = ? AND start >= ? AND start <= ?",
 				project, from, to)
 			if err != nil {
 				t.Fatal(err)
 			}
 			out := map[string]telemetry.LLMRequest{}
 			rows := clickhouse.ScanRequests(res)
-			clickhouse.ScanErrorTypes(res, rows)
+			clickhouse.ScanDetails(res, rows)
 			for _, r := range rows {
 				out[r.TraceID+"/"+r.SpanID] = r
 			}
