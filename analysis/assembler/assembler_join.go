@@ -77,13 +77,41 @@ func (a *Assembler) join(ctx context.Context, project uint32, passIDs []string, 
 
 	// Pass traces change only where one of their halves paired; level-1
 	// traces are assembled again with the pairings whatever they were.
+	// A level-2 trace is assembled again where a half of it pairs, or where
+	// a stored match took its server span and no longer does (a server
+	// span naming the client's id arrived later and took the call): that
+	// span is a server-only request again (TestJoinLateIDServerCountsOnce).
 	redo := slices.Clone(level1)
 	seen := map[string]bool{}
-	for _, h := range halves {
+	for _, id := range level1 {
+		seen[id] = true
+	}
+	changed := func(h assemble.Half) bool {
 		_, client := pairs.Servers[h.Key]
-		if (client || pairs.Taken[h.Key]) && !seen[h.Key.Trace] {
+		return client || pairs.Taken[h.Key]
+	}
+	for _, h := range halves {
+		if changed(h) && !seen[h.Key.Trace] {
 			seen[h.Key.Trace] = true
 			redo = append(redo, h.Key.Trace)
+		}
+	}
+	// standing: stored matches kept as they are, whose rows hold already.
+	standing, released := map[assemble.CallKey]bool{}, map[assemble.CallKey]bool{}
+	for _, cl := range claims {
+		switch p, ok := pairs.Servers[cl.Client]; {
+		case !pairs.Taken[cl.Server]:
+			released[cl.Server] = true
+		case ok && p.Method == telemetry.JoinMatch:
+			standing[cl.Client], standing[cl.Server] = true, true
+		}
+	}
+	touched := slices.Clone(level1)
+	for _, h := range halves2 {
+		if (changed(h) && !standing[h.Key] || released[h.Key]) && !seen[h.Key.Trace] {
+			seen[h.Key.Trace] = true
+			redo = append(redo, h.Key.Trace)
+			touched = append(touched, h.Key.Trace)
 		}
 	}
 	if len(redo) == 0 {
@@ -93,7 +121,7 @@ func (a *Assembler) join(ctx context.Context, project uint32, passIDs []string, 
 	if err != nil {
 		return joined{}, err
 	}
-	out := joined{rows: map[string][]telemetry.LLMRequest{}, touched: level1}
+	out := joined{rows: map[string][]telemetry.LLMRequest{}, touched: touched}
 	for _, id := range redo {
 		out.rows[id] = nil // a trace whose every call was taken has no rows
 	}
