@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -174,9 +175,25 @@ func nativeColumn(c BatchColumn) (proto.ColInput, error) {
 		}
 		return col, nil
 	case "Map(LowCardinality(String), String)":
+		// Labels go in key order: a Go map's iteration order varies, and a
+		// stored map's order is what toString(labels) (histogram_points'
+		// sorting key, the series a counter is read as) sees. Span
+		// attributes keep the cheaper map order: nothing keys on it.
 		col := proto.NewMap[string, string](new(proto.ColStr).LowCardinality(), new(proto.ColStr))
+		if c.Name != "labels" {
+			for _, v := range c.Data.([]map[string]string) {
+				col.Append(v)
+			}
+			return col, nil
+		}
+		var kv []proto.KV[string, string]
 		for _, v := range c.Data.([]map[string]string) {
-			col.Append(v)
+			kv = kv[:0]
+			for k, x := range v {
+				kv = append(kv, proto.KV[string, string]{Key: k, Value: x})
+			}
+			slices.SortFunc(kv, func(a, b proto.KV[string, string]) int { return strings.Compare(a.Key, b.Key) })
+			col.AppendKV(kv)
 		}
 		return col, nil
 	case "Array(String)":

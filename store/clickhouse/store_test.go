@@ -448,3 +448,27 @@ func TestOnQueryTimesInserts(t *testing.T) {
 		t.Fatalf("OnQuery heard %q, want the insert and the read", heard)
 	}
 }
+
+// A label map is stored with its keys in order, whatever Go's map order:
+// its text form names one series (histogram_points sorts by its hash).
+func TestLabelMapsStoreInKeyOrder(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	var pts []telemetry.MetricPoint
+	for i := range 64 {
+		pts = append(pts, telemetry.MetricPoint{ProjectID: 1, Time: t0.Add(time.Duration(i) * time.Second), Service: "vllm", Name: "preemptions_total",
+			Value: float64(i), Labels: map[string]string{"model_name": "m", "engine": "0", "gpu": "1", "zone": "a", "a": "b"}})
+	}
+	if err := s.Insert(ctx, MetricsBatch(pts)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Query(ctx, "SELECT groupUniqArray(toString(labels)) AS forms FROM metric_points WHERE name = ?", "preemptions_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if forms := r.Row(0).Strings("forms"); len(forms) != 1 || forms[0] != "{'a':'b','engine':'0','gpu':'1','model_name':'m','zone':'a'}" {
+		t.Fatalf("one label set stored as %q", forms)
+	}
+}
