@@ -47,7 +47,7 @@ func TestOverviewPage(t *testing.T) {
 	body := b.page("/?last=1h")
 	contains(t, "overview", body,
 		"<h1>Overview</h1>", "Last 1 h",
-		">chat-api</a>", ">vllm-a</a>", ">summarizer</a>", // services, each side of the calls
+		">chat-api</bdi></a>", ">vllm-a</bdi></a>", ">summarizer</bdi></a>", // services, each side of the calls
 		"inference server", "llama-3-8b", "gpt-4o-mini",
 		`<div class="kpi">50</div>`, // chat-api 40 + summarizer 10 (vllm-a serves chat-api's)
 		"300 ms",                    // chat-api TTFT p50
@@ -70,11 +70,11 @@ func TestOverviewPage(t *testing.T) {
 		t.Errorf("overview after the verdict was computed: no inline badge")
 	}
 	// The busiest service comes first.
-	if i, j := strings.Index(body, ">chat-api</a>"), strings.Index(body, ">summarizer</a>"); i < 0 || j < i {
+	if i, j := strings.Index(body, ">chat-api</bdi></a>"), strings.Index(body, ">summarizer</bdi></a>"); i < 0 || j < i {
 		t.Errorf("overview: chat-api (40 requests) should be listed before summarizer (10)")
 	}
 	// The TTFT p95 of chat-api sits in its row, with the 3 s tail.
-	row := body[strings.Index(body, ">chat-api</a>"):]
+	row := body[strings.Index(body, ">chat-api</bdi></a>"):]
 	row = row[:strings.Index(row, "</tr>")]
 	contains(t, "chat-api row", row, "300 ms", "3.0 s", "40 requests", "no SLO")
 
@@ -84,7 +84,7 @@ func TestOverviewPage(t *testing.T) {
 		t.Fatalf("create SLO: %d\n%s", r.Code, r.Body)
 	}
 	body = b.page("/?last=1h")
-	row = body[strings.Index(body, ">chat-api</a>"):]
+	row = body[strings.Index(body, ">chat-api</bdi></a>"):]
 	row = row[:strings.Index(row, "</tr>")]
 	if !strings.Contains(row, "1 of 1 missed") && !strings.Contains(row, "burning") {
 		t.Errorf("chat-api row should show its missed SLO:\n%s", row)

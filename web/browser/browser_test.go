@@ -76,6 +76,7 @@ func TestBrowser(t *testing.T) {
 	t.Run("responsive_720", s.testResponsive)
 	t.Run("phone", s.testPhone)
 	t.Run("phone_overview", s.testPhoneOverview)
+	t.Run("spoofing", s.testSpoofing)
 }
 
 // screenshotDir is <repo>/artifacts/screenshots (gitignored).
