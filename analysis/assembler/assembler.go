@@ -356,6 +356,9 @@ func (a *Assembler) assemble(ctx context.Context, p pass, project uint32, traceI
 		}
 		t = a.times.since("join", t)
 	}
+	if err := a.fillServedModels(ctx, project, reqs); err != nil {
+		return err
+	}
 
 	// Rows an earlier pass wrote that this one no longer produces (e.g. a
 	// server-only row replaced once the client span arrived) get tombstones.
