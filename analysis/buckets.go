@@ -32,18 +32,18 @@ var seriesSelect = func() string {
 	return b.String()
 }()
 
-// SeriesSQL is the statement computing the series of the requests matching
+// seriesSQL is the statement computing the series of the requests matching
 // where, over every one of them.
-func SeriesSQL(where string, args []any, width time.Duration) (sql string, sqlArgs []any) {
+func seriesSQL(where string, args []any, width time.Duration) (sql string, sqlArgs []any) {
 	return seriesSelect + "llm_requests FINAL WHERE " + where + " GROUP BY bucket ORDER BY bucket" + FinalSettings,
 		append([]any{max(int64(width/time.Second), 1)}, args...)
 }
 
 // requestBuckets computes the request figures of every width-wide bucket
 // of a window (where, args) in the engine, over every request: see
-// diagnose.Input.RequestBuckets and SeriesSQL.
+// diagnose.Input.RequestBuckets and seriesSQL.
 func (q *Queries) requestBuckets(ctx context.Context, where string, args []any, width time.Duration) ([]diagnose.Bucket, error) {
-	sql, sqlArgs := SeriesSQL(where, args, width)
+	sql, sqlArgs := seriesSQL(where, args, width)
 	r, err := q.CH.Query(ctx, sql, sqlArgs...)
 	if err != nil {
 		return nil, fmt.Errorf("series: %w", err)

@@ -10,8 +10,7 @@ import (
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 )
 
-// FinalSettings go with every FINAL read of llm_requests (the query bench
-// issues the same statements): a request's
+// FinalSettings go with every FINAL read of llm_requests: a request's
 // versions share its start, so they always sit in the same day partition
 // and FINAL may merge each partition on its own (in parallel, and not at
 // all for a partition with one part).
@@ -131,10 +130,6 @@ func planCount(rough, exactMax int) countPlan {
 func (p countPlan) countSQL(where string) string {
 	return "SELECT count() AS n FROM " + p.table + " FINAL WHERE " + where + p.where + FinalSettings
 }
-
-// CountSQL is the statement counting a list's matches (where) over rough
-// stored rows: exact, or the stored sample's count (scaled up after).
-func CountSQL(where string, rough int) string { return planCount(rough, exactCountMax).countSQL(where) }
 
 // count is the number of requests matching a where clause: exact up to
 // exactCountMax stored rows, else estimated from the stored sample.

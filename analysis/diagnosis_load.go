@@ -337,9 +337,9 @@ func (q *Queries) sizeUp(ctx context.Context, f RequestFilter, span diagnose.Ran
 
 // errorTypes counts the failed requests of the window and the baseline by
 // error type, over every request (a sampled window's rows do not carry the
-// type): ErrorTypesSQL.
+// type): errorTypesSQL.
 func (q *Queries) errorTypes(ctx context.Context, f RequestFilter, window, baseline diagnose.Range) (*diagnose.ErrorTypeCounts, error) {
-	sql, args := ErrorTypesSQL(f, window, baseline)
+	sql, args := errorTypesSQL(f, window, baseline)
 	r, err := q.CH.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("count errors: %w", err)
@@ -357,11 +357,11 @@ func (q *Queries) errorTypes(ctx context.Context, f RequestFilter, window, basel
 	return out, nil
 }
 
-// ErrorTypesSQL counts f's failed requests by error type in the window (w)
+// errorTypesSQL counts f's failed requests by error type in the window (w)
 // and the baseline (b). It reads only failed rows and needs no FINAL: a
 // live row counts +1 and a deleted one −1, as in the rollups
 // (clickhouse.RequestSign), so a replaced version cancels exactly.
-func ErrorTypesSQL(f RequestFilter, window, baseline diagnose.Range) (string, []any) {
+func errorTypesSQL(f RequestFilter, window, baseline diagnose.Range) (string, []any) {
 	scope, args := f.scope()
 	sign := clickhouse.RequestSign
 	return "SELECT error_type, sumIf(" + sign + ", start >= ? AND start < ?) AS w, sumIf(" + sign + ", start >= ? AND start < ?) AS b" +

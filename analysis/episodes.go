@@ -341,9 +341,9 @@ func (s *StoredSettings) SetObjective(ctx context.Context, project uint32, servi
 // ErrBadObjective marks an objective SetObjective refuses.
 var ErrBadObjective = errors.New("bad objective")
 
-// EpisodeMinutesSQL reads a project's minutes in [from, to) from the
+// episodeMinutesSQL reads a project's minutes in [from, to) from the
 // per-minute rollup, per service of either side.
-func EpisodeMinutesSQL(project uint32, from, to time.Time) (string, []any) {
+func episodeMinutesSQL(project uint32, from, to time.Time) (string, []any) {
 	return `SELECT name, minute, sum(requests) AS requests, sum(errors) AS errors,
 			CAST(mapKeys(sumMap(h_ttft_ms)), 'Array(Float64)') AS tk, CAST(mapValues(sumMap(h_ttft_ms)), 'Array(Float64)') AS tv,
 			CAST(mapKeys(sumMap(h_itl_ms)), 'Array(Float64)') AS ik, CAST(mapValues(sumMap(h_itl_ms)), 'Array(Float64)') AS iv
@@ -352,10 +352,10 @@ func EpisodeMinutesSQL(project uint32, from, to time.Time) (string, []any) {
 		GROUP BY name, minute ORDER BY name, minute`, []any{project, from, to}
 }
 
-// WaitingMinutesSQL reads the requests waiting on each service's servers
+// waitingMinutesSQL reads the requests waiting on each service's servers
 // per minute in [from, to): every instance's peak of the gauge in the
 // minute, summed over the instances.
-func WaitingMinutesSQL(project uint32, from, to time.Time) (string, []any) {
+func waitingMinutesSQL(project uint32, from, to time.Time) (string, []any) {
 	return `SELECT service, minute, sum(peak) AS waiting FROM (
 			SELECT service, instance, toStartOfMinute(time) AS minute, max(value) AS peak FROM metric_points
 			WHERE project_id = ? AND name = ? AND time >= ? AND time < ? AND isFinite(value)
@@ -372,7 +372,7 @@ func (q *Queries) EpisodeMinutes(ctx context.Context, project uint32, from, to t
 	if err != nil {
 		return nil, err
 	}
-	sql, args := WaitingMinutesSQL(project, from, to)
+	sql, args := waitingMinutesSQL(project, from, to)
 	res, err := q.CH.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("episode minutes: waiting requests: %w", err)
@@ -415,7 +415,7 @@ func withWaiting(minutes []episode.Minute, byMinute map[time.Time]float64) []epi
 }
 
 func (q *Queries) requestMinutes(ctx context.Context, project uint32, from, to time.Time) (map[string][]episode.Minute, error) {
-	sql, args := EpisodeMinutesSQL(project, from, to)
+	sql, args := episodeMinutesSQL(project, from, to)
 	res, err := q.CH.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("episode minutes: %w", err)

@@ -62,3 +62,7 @@ func (q *Queries) Load(ctx context.Context, f RequestFilter, r diagnose.Range, r
 	l, err := q.loadPlanned(ctx, where, args, rough, limit)
 	return Loaded{l.reqs, l.sampledFrom, l.estimated}, err
 }
+
+// TopKeysSQL is the statement reading a sorted page's keys (the tests
+// EXPLAIN it).
+var TopKeysSQL = topKeysSQL

@@ -89,7 +89,7 @@ func TestRollupReadOfNothing(t *testing.T) {
 	a := storetest.Open(t)
 	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
 	for _, w := range []diagnose.Range{{From: now, To: now}, {From: now, To: now.Add(-time.Hour)}} {
-		sql, args := RollupSQL(1, w, 5*time.Minute, "", "")
+		sql, args := seriesRollupRead(1, w, 5*time.Minute, "", "").sql()
 		r, err := a.CH.Query(context.Background(), sql, args...)
 		if err != nil || r.Len() != 0 {
 			t.Errorf("window %v: %v rows, error %v", w, r, err)

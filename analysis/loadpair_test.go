@@ -4,13 +4,13 @@ import (
 	"context"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/app/apptest"
+	"github.com/tokenpath/tokenpath/store/clickhouse"
 )
 
 // A diagnosis reads its window and baseline in one statement when both
@@ -26,18 +26,6 @@ func TestLoadPairMatchesSeparateReads(t *testing.T) {
 	baseline := diagnose.DefaultBaseline(window)
 	f := analysis.RequestFilter{Project: 1, Service: "chat"}
 	q := &analysis.Queries{CH: srv.CH}
-	var mu sync.Mutex
-	var reads int
-	srv.CH.OnQuery = func(sql string, _ time.Duration) {
-		mu.Lock()
-		defer mu.Unlock()
-		// (The app's background workers read too: only this test's reads
-		// name its service.)
-		if strings.HasPrefix(sql, "SELECT project_id, trace_id") && strings.Contains(sql, "'chat'") {
-			reads++
-		}
-	}
-	defer func() { srv.CH.OnQuery = nil }()
 	for _, c := range []struct {
 		name           string
 		b              diagnose.Range
@@ -63,8 +51,8 @@ func TestLoadPairMatchesSeparateReads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reads = 0
-		gotA, gotB, err := q.LoadPair(ctx, f, window, c.b, roughA, roughB, c.limitA, c.limitB)
+		rec := &clickhouse.Recorder{}
+		gotA, gotB, err := q.LoadPair(clickhouse.WithRecorder(ctx, rec), f, window, c.b, roughA, roughB, c.limitA, c.limitB)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,6 +63,12 @@ func TestLoadPairMatchesSeparateReads(t *testing.T) {
 		}
 		if len(gotA.Reqs) == 0 || len(gotB.Reqs) == 0 {
 			t.Errorf("%s: nothing read", c.name)
+		}
+		reads := 0
+		for _, st := range rec.Statements() {
+			if strings.HasPrefix(st.SQL, "SELECT project_id, trace_id") {
+				reads++
+			}
 		}
 		if reads != c.statements {
 			t.Errorf("%s: %d reads, want %d", c.name, reads, c.statements)

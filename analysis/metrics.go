@@ -25,7 +25,7 @@ func (q *Queries) metrics(ctx context.Context, project uint32, services []string
 	if len(services) == 0 || len(ranges) == 0 {
 		return out, nil
 	}
-	sql, args := MetricsSQL(project, services, width, ranges...)
+	sql, args := metricsSQL(project, services, width, ranges...)
 	r, err := q.CH.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("load metrics: %w", err)
@@ -42,7 +42,7 @@ func (q *Queries) metrics(ctx context.Context, project uint32, services []string
 // peakStep is the bucket of metric_peaks_5m (migration 0008).
 const peakStep = 5 * time.Minute
 
-// MetricsSQL is the statement metrics runs. A width that is a multiple of
+// metricsSQL is the statement metrics runs. A width that is a multiple of
 // 5 minutes reads only the 5-minute peaks, each range widened to whole 5
 // minutes: each 5-minute bucket lies in one chart bucket, so a chart
 // bucket's peak is the peak of all its samples, the first bucket's
@@ -50,7 +50,7 @@ const peakStep = 5 * time.Minute
 // ragged edges instead cost ~10 ms of engine time per range). Narrower
 // buckets read raw points. Rows carry side, the index of the first range
 // holding them.
-func MetricsSQL(project uint32, services []string, width time.Duration, ranges ...diagnose.Range) (string, []any) {
+func metricsSQL(project uint32, services []string, width time.Duration, ranges ...diagnose.Range) (string, []any) {
 	gauges := []string{diagnose.MetricKVCacheUsage, diagnose.MetricRequestsWaiting, diagnose.MetricRequestsRunning}
 	seconds := max(int64(width/time.Second), 1)
 	inner := "SELECT time AS t, service, instance, name, value AS v, %s AS side FROM metric_points WHERE project_id = ? AND name IN ? AND service IN ? AND isFinite(value) AND (%s)"

@@ -219,16 +219,6 @@ func overviewServicesRead(base rollupRead) rollupRead {
 	return base
 }
 
-// OverviewRollupSQL is the overview's per-service read from the rollups
-// (the query bench times pages against it).
-func OverviewRollupSQL(project uint32, window diagnose.Range) (string, []any) {
-	return overviewServicesRead(rollupRead{project: project, window: window, width: diagnose.Buckets(window)}).sql()
-}
-
-// RollupServes reports whether a window's series and overview come from
-// the rollups.
-func RollupServes(window diagnose.Range) bool { return rollupServes(diagnose.Buckets(window)) }
-
 // serviceRole names a service's side of its LLM calls.
 func serviceRole(client, server bool) string {
 	switch {

@@ -78,7 +78,7 @@ func (q *Queries) Requests(ctx context.Context, f RequestFilter) ([]telemetry.LL
 	// without FINAL prove the page unless later versions moved too many of
 	// them (see topRequests).
 	case col != "start" && f.Offset >= 0 && f.Offset+f.Limit <= topPageMax &&
-		(f.From.IsZero() || f.To.IsZero() || TopListWindow(f.To.Sub(f.From))):
+		(f.From.IsZero() || f.To.IsZero() || topListWindow(f.To.Sub(f.From))):
 		if reqs, found, err = q.topRequests(ctx, f.Project, f.From, f.To, where, args, col, f.Desc, f.Offset, f.Limit); err != nil {
 			return nil, Count{}, err
 		}

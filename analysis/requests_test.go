@@ -131,13 +131,16 @@ func TestRequestsTotalPlannedFromNames(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	insertBusyAndQuiet(t, srv, now, "")
-	var counted []string
-	srv.CH.OnQuery = func(sql string, _ time.Duration) {
-		if strings.HasPrefix(sql, "SELECT count() AS n FROM llm_requests WHERE") {
-			counted = append(counted, sql)
+	rec := &clickhouse.Recorder{}
+	ctx = clickhouse.WithRecorder(ctx, rec)
+	counted := func() (out []string) {
+		for _, st := range rec.Statements() {
+			if strings.HasPrefix(st.SQL, "SELECT count() AS n FROM llm_requests WHERE") {
+				out = append(out, st.SQL)
+			}
 		}
+		return out
 	}
-	defer func() { srv.CH.OnQuery = nil }()
 	q := &analysis.Queries{CH: srv.CH, ExactCountRows: 5_000}
 	day := analysis.RequestFilter{Project: 1, From: now.Add(-24 * time.Hour), To: now.Add(time.Second), Limit: 10}
 	for _, c := range []struct {
@@ -155,8 +158,8 @@ func TestRequestsTotalPlannedFromNames(t *testing.T) {
 			t.Errorf("service %q: total %+v, want %d (estimated %v)", c.service, total, c.n, c.estimated)
 		}
 	}
-	if len(counted) > 0 {
-		t.Errorf("a 24-hour list counted llm_requests to plan its total: %s", counted[0])
+	if c := counted(); len(c) > 0 {
+		t.Errorf("a 24-hour list counted llm_requests to plan its total: %s", c[0])
 	}
 	// A short window still counts llm_requests (whole hours would
 	// overcount it by up to twice).
@@ -165,7 +168,7 @@ func TestRequestsTotalPlannedFromNames(t *testing.T) {
 	if _, _, err := q.Requests(ctx, hour); err != nil {
 		t.Fatal(err)
 	}
-	if len(counted) == 0 {
+	if len(counted()) == 0 {
 		t.Error("a 1-hour list planned its total from the hourly counts")
 	}
 }

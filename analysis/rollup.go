@@ -171,12 +171,6 @@ type rollupRead struct {
 	extra          string
 }
 
-// RollupSQL is the statement reading a window's chart series from the
-// rollups (what rollupBuckets runs).
-func RollupSQL(project uint32, window diagnose.Range, width time.Duration, service, model string) (string, []any) {
-	return seriesRollupRead(project, window, width, service, model).sql()
-}
-
 // sql unions the window's segments (each grouped by rollup group and
 // bucket) and merges them in the engine: sumMap is far cheaper there than
 // maps merged in Go.

@@ -198,14 +198,6 @@ func pairSQL(a, b windowRead, pa, pb SamplePlan) (sql string, args []any, ok boo
 		append(append(aargs, bargs...), 2*(a.limit+b.limit)), true
 }
 
-// PairSQL is the statement a diagnosis reads its window (where, args,
-// rough count) and baseline with when one statement can read both.
-func PairSQL(window, baseline diagnose.Range, where, bwhere string, args, bargs []any, rough, brough, limit int) (string, []any, bool) {
-	a := windowRead{r: window, where: where, args: args, rough: rough, limit: limit}
-	b := windowRead{r: baseline, where: bwhere, args: bargs, rough: brough, limit: limit / 2}
-	return pairSQL(a, b, PlanSample(a.rough, a.limit), PlanSample(b.rough, b.limit))
-}
-
 // sized is a window's rows read by plan, time-ordered, with the window's
 // size when they are a sample of it.
 func (q *Queries) sized(ctx context.Context, plan SamplePlan, where string, args []any, reqs []telemetry.LLMRequest) (loadedRequests, error) {

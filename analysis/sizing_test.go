@@ -3,7 +3,6 @@ package analysis_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,19 +28,16 @@ func TestDiagnosisSizedFromNames(t *testing.T) {
 	if err := srv.CH.Insert(ctx, clickhouse.MetricsBatch([]telemetry.MetricPoint{gauge})); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var counted []string
-	srv.CH.OnQuery = func(sql string, _ time.Duration) {
-		mu.Lock()
-		defer mu.Unlock()
-		// (The app's background workers read too: only this test's reads
-		// name its services.)
-		mine := strings.Contains(sql, "'chat'") || strings.Contains(sql, "'batch'")
-		if mine && (strings.HasPrefix(sql, "SELECT countIf(") || strings.HasPrefix(sql, "SELECT count() AS n FROM llm_requests WHERE")) {
-			counted = append(counted, sql)
+	rec := &clickhouse.Recorder{}
+	ctx = clickhouse.WithRecorder(ctx, rec)
+	counted := func() (out []string) {
+		for _, st := range rec.Statements() {
+			if strings.HasPrefix(st.SQL, "SELECT countIf(") || strings.HasPrefix(st.SQL, "SELECT count() AS n FROM llm_requests WHERE") {
+				out = append(out, st.SQL)
+			}
 		}
+		return out
 	}
-	defer func() { srv.CH.OnQuery = nil }()
 	q := &analysis.Queries{CH: srv.CH, MaxRows: 5_000}
 	day := diagnose.Range{From: now.Add(-24 * time.Hour), To: now.Add(time.Second)}
 	for _, c := range []struct {
@@ -63,13 +59,13 @@ func TestDiagnosisSizedFromNames(t *testing.T) {
 			t.Errorf("batch: the inference service's KV-cache gauge is not on the chart")
 		}
 	}
-	if len(counted) > 0 {
-		t.Errorf("a 24-hour diagnosis counted llm_requests to size itself: %s", counted[0])
+	if c := counted(); len(c) > 0 {
+		t.Errorf("a 24-hour diagnosis counted llm_requests to size itself: %s", c[0])
 	}
 	if _, err := q.Diagnose(ctx, analysis.DiagnoseRequest{Project: 1, Window: diagnose.Range{From: now.Add(-time.Hour), To: now.Add(time.Second)}, Service: "chat"}); err != nil {
 		t.Fatal(err)
 	}
-	if len(counted) == 0 {
+	if len(counted()) == 0 {
 		t.Error("a 1-hour diagnosis was sized from the hourly counts")
 	}
 }

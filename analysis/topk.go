@@ -26,9 +26,9 @@ const topPageMax = 500
 // day: ~2× topRequests).
 const topMinWindow = 2 * time.Hour
 
-// TopListWindow reports whether a sorted page of a window this long is
+// topListWindow reports whether a sorted page of a window this long is
 // read by topRequests rather than sorted under FINAL.
-func TopListWindow(d time.Duration) bool { return d > topMinWindow }
+func topListWindow(d time.Duration) bool { return d > topMinWindow }
 
 // requestKey is an llm_requests sorting key within a project: every
 // version of a request has the same one.
@@ -66,7 +66,7 @@ func (q *Queries) topRequests(ctx context.Context, project uint32, from, to time
 	// second try reads twice the page before the caller falls back to
 	// FINAL (seconds over a week).
 	n := offset + limit
-	for _, k := range []int{TopFirstK(n), max(2*n, 100)} {
+	for _, k := range []int{topFirstK(n), max(2*n, 100)} {
 		bound, err := q.topBound(ctx, where, args, col, desc, k)
 		if err != nil {
 			return nil, false, err
@@ -86,19 +86,19 @@ func (q *Queries) topRequests(ctx context.Context, project uint32, from, to time
 // larger try can prove a page.
 var errFewTop = errors.New("fewer rows than the top rows asked for")
 
-// TopFirstK is how many top rows topRequests reads first for a page
+// topFirstK is how many top rows topRequests reads first for a page
 // ending at row n.
-func TopFirstK(n int) int { return n + max(10, n/5) }
+func topFirstK(n int) int { return n + max(10, n/5) }
 
 // topPage is topRequests once the bound (nil for none) is chosen.
 func (q *Queries) topPage(ctx context.Context, project uint32, where string, args []any, col string, desc bool, offset, limit, k int, bound *float64) ([]telemetry.LLMRequest, bool, error) {
-	kr, err := q.CH.Query(ctx, TopKeysSQL(where, col, desc, bound != nil), TopKeysArgs(args, k, bound)...)
+	kr, err := q.CH.Query(ctx, topKeysSQL(where, col, desc, bound != nil), topKeysArgs(args, k, bound)...)
 	if err != nil {
 		return nil, false, fmt.Errorf("list top requests: %w", err)
 	}
-	keys := make([]TopKey, kr.Len())
+	keys := make([]topKey, kr.Len())
 	for i := range keys {
-		keys[i] = TopKey{Service: kr.Row(i).String("service"), Start: kr.Row(i).Time("start")}
+		keys[i] = topKey{Service: kr.Row(i).String("service"), Start: kr.Row(i).Time("start")}
 	}
 	if len(keys) < k {
 		if bound != nil {
@@ -108,7 +108,7 @@ func (q *Queries) topPage(ctx context.Context, project uint32, where string, arg
 		}
 		return nil, false, errFewTop
 	}
-	r, err := q.CH.Query(ctx, TopRequestsSQL(where, len(keys)), TopRequestsArgs(project, args, keys)...)
+	r, err := q.CH.Query(ctx, topRequestsSQL(where, len(keys)), topRequestsArgs(project, args, keys)...)
 	if err != nil {
 		return nil, false, fmt.Errorf("list top requests: %w", err)
 	}
@@ -225,7 +225,7 @@ const topBoundAhead = 3
 // rows reach it. nil when that level holds fewer than j rows of the
 // window: a window that small reads cheaply without a bound.
 func (q *Queries) topBound(ctx context.Context, where string, args []any, col string, desc bool, k int) (*float64, error) {
-	r, err := q.CH.Query(ctx, TopBoundSQL(where, col, desc), append(slices.Clone(args), TopBoundOffset(k))...)
+	r, err := q.CH.Query(ctx, topBoundSQL(where, col, desc), append(slices.Clone(args), topBoundOffset(k))...)
 	if err != nil {
 		return nil, fmt.Errorf("list top requests: bound: %w", err)
 	}
@@ -235,45 +235,45 @@ func (q *Queries) topBound(ctx context.Context, where string, args []any, col st
 	return r.Row(0).FloatPtr("bound"), nil
 }
 
-// TopBoundOffset is the offset (j-1) of topBound's row for k top rows.
-func TopBoundOffset(k int) int {
+// topBoundOffset is the offset (j-1) of topBound's row for k top rows.
+func topBoundOffset(k int) int {
 	return max(3, (topBoundAhead*k*sampleLevel0Keep+SampleBuckets-1)/SampleBuckets) - 1
 }
 
-// TopBoundSQL reads the j-th (OFFSET j-1, its one argument after the
+// topBoundSQL reads the j-th (OFFSET j-1, its one argument after the
 // where clause's) value of col in the page's order from the stored
 // sample's first level, without FINAL: only a guess, which topRequests
 // checks. NULLs sort last and never bound.
-func TopBoundSQL(where, col string, desc bool) string {
+func topBoundSQL(where, col string, desc bool) string {
 	return "SELECT toFloat64(" + col + ") AS bound FROM llm_requests_sample WHERE " + where + " AND sample_level = 0 AND " + col +
 		" IS NOT NULL ORDER BY " + col + " " + direction(desc) + " LIMIT 1 OFFSET ?"
 }
 
-// TopKey is what TopKeysSQL reads of a top row: a prefix of its sorting
+// topKey is what topKeysSQL reads of a top row: a prefix of its sorting
 // key, which every version of its request shares.
-type TopKey struct {
+type topKey struct {
 	Service string
 	Start   time.Time
 }
 
-// TopRequestsSQL reads, without FINAL, every stored row (all versions,
-// tombstones too) of the requests with the n given keys (TopKeysSQL's):
+// topRequestsSQL reads, without FINAL, every stored row (all versions,
+// tombstones too) of the requests with the n given keys (topKeysSQL's):
 // the rows topRequests decides a sorted page from. passes is the filter
-// applied to each row. Its arguments are TopRequestsArgs.
+// applied to each row. Its arguments are topRequestsArgs.
 //
 // The keys come as literals, not a subquery: a set of keys prunes to a
 // granule or two a request, and without projections (which hold service
 // and start too) the engine does not weigh reading them instead, an
 // index analysis that cost more than the read (7 days at 10M: ~200 → ~50
 // ms of CPU).
-func TopRequestsSQL(where string, n int) string {
+func topRequestsSQL(where string, n int) string {
 	return "SELECT " + clickhouse.RequestColumns + ", version, is_deleted, (" + where + ") AS passes FROM llm_requests" +
 		" WHERE project_id = ? AND (service, start) IN (" + strings.TrimSuffix(strings.Repeat("(?, ?), ", n), ", ") + ")" +
 		" SETTINGS optimize_use_projections = 0"
 }
 
-// TopRequestsArgs are the arguments of TopRequestsSQL.
-func TopRequestsArgs(project uint32, whereArgs []any, keys []TopKey) []any {
+// topRequestsArgs are the arguments of topRequestsSQL.
+func topRequestsArgs(project uint32, whereArgs []any, keys []topKey) []any {
 	out := append(slices.Clone(whereArgs), project)
 	for _, k := range keys {
 		out = append(out, k.Service, k.Start)
@@ -281,13 +281,13 @@ func TopRequestsArgs(project uint32, whereArgs []any, keys []TopKey) []any {
 	return out
 }
 
-// TopKeysSQL reads the service and start (TopKey: what the TTFT and E2E
+// topKeysSQL reads the service and start (topKey: what the TTFT and E2E
 // projections hold of the sorting key) of the top k rows of a filtered
 // window by col. bounded restricts them to rows reaching a bound
 // (topBound), which lets the engine read the column's projection as a key
 // range or skip granules by its minmax index; the top k are the same as
-// long as k rows reach it. Its arguments are TopKeysArgs.
-func TopKeysSQL(where, col string, desc, bounded bool) string {
+// long as k rows reach it. Its arguments are topKeysArgs.
+func topKeysSQL(where, col string, desc, bounded bool) string {
 	if bounded {
 		cmp := " <= ?"
 		if desc {
@@ -299,9 +299,9 @@ func TopKeysSQL(where, col string, desc, bounded bool) string {
 		" ORDER BY " + col + " " + direction(desc) + " NULLS LAST, start DESC LIMIT ?"
 }
 
-// TopKeysArgs are the arguments of TopKeysSQL; bound is nil when it is
+// topKeysArgs are the arguments of topKeysSQL; bound is nil when it is
 // not bounded.
-func TopKeysArgs(whereArgs []any, k int, bound *float64) []any {
+func topKeysArgs(whereArgs []any, k int, bound *float64) []any {
 	out := slices.Clone(whereArgs)
 	if bound != nil {
 		out = append(out, *bound)

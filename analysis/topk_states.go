@@ -31,12 +31,12 @@ var topStates = map[string]string{"ttft_ms": "ttft", "e2e_ms": "e2e"}
 // crowd the window's own out of the states too often.
 const topStatesMinWindow = 2 * TopStateSpan
 
-// TopStatesWindow reports whether topRequests reads the first k rows of a
+// topStatesWindow reports whether topRequests reads the first k rows of a
 // window sorted by col (descending when desc) from llm_request_top. (Its
 // states outlive the rows they hold under the same retention, so a window
 // within retention is whole in them; rows past retention the TTL has not
 // removed yet may be missing.)
-func TopStatesWindow(col string, desc bool, k int, from, to time.Time) bool {
+func topStatesWindow(col string, desc bool, k int, from, to time.Time) bool {
 	_, ok := topStates[col]
 	return ok && desc && k < TopStateLen && !from.IsZero() && to.Sub(from) >= topStatesMinWindow
 }
@@ -47,7 +47,7 @@ func TopStatesWindow(col string, desc bool, k int, from, to time.Time) bool {
 // scattered through llm_requests. found is false when they cannot prove
 // the page; topRequests then reads llm_requests.
 //
-// Like topRequests it tries k = TopFirstK rows first, and twice the page
+// Like topRequests it tries k = topFirstK rows first, and twice the page
 // where stale versions crowded the first try out of a page.
 //
 // Why it is exact: let c be the k-th row of theirs that passes the filter,
@@ -58,16 +58,16 @@ func TopStatesWindow(col string, desc bool, k int, from, to time.Time) bool {
 // passes and ranks strictly above c is among them; so is therefore every
 // final row (FINAL's) that does, and its request's
 // (service, start) is among those of the first k. The versions stored now
-// under those keys (TopVersionsSQL, without identity: a request is
+// under those keys (topVersionsSQL, without identity: a request is
 // (service, start, trace_id, span_id)) say which of the rows read are the
 // final ones. A key whose stored versions each match exactly one row read,
 // all of one request, is settled; the others are read from llm_requests
-// (TopRequestsSQL). A request whose final row is not among the rows read
+// (topRequestsSQL). A request whose final row is not among the rows read
 // does not pass or ranks at or below c, so it is not on the page.
 func (q *Queries) topFromStates(ctx context.Context, project uint32, from, to time.Time, where string, args []any, col string, desc bool, offset, limit int) ([]telemetry.LLMRequest, bool, error) {
 	n := offset + limit
-	for _, k := range []int{TopFirstK(n), max(2*n, 100)} {
-		if !TopStatesWindow(col, desc, k, from, to) {
+	for _, k := range []int{topFirstK(n), max(2*n, 100)} {
+		if !topStatesWindow(col, desc, k, from, to) {
 			break
 		}
 		page, found, more, err := q.topStatesPage(ctx, project, from, to, where, args, col, desc, offset, limit, k)
@@ -81,7 +81,7 @@ func (q *Queries) topFromStates(ctx context.Context, project uint32, from, to ti
 // topStatesPage is topFromStates with k rows; more is whether more rows
 // might prove the page (its rows were not crowded out by the cut).
 func (q *Queries) topStatesPage(ctx context.Context, project uint32, from, to time.Time, where string, args []any, col string, desc bool, offset, limit, k int) (page []telemetry.LLMRequest, found, more bool, err error) {
-	r, err := q.CH.Query(ctx, TopStatesSQL(where, topStates[col], k), TopStatesArgs(project, args, from, to)...)
+	r, err := q.CH.Query(ctx, topStatesSQL(where, topStates[col], k), topStatesArgs(project, args, from, to)...)
 	if err != nil {
 		return nil, false, false, fmt.Errorf("list top requests: %w", err)
 	}
@@ -94,7 +94,7 @@ func (q *Queries) topStatesPage(ctx context.Context, project uint32, from, to ti
 	for _, key := range keys {
 		seen[topGroup{key.Service, key.Start.UnixNano()}] = true
 	}
-	vr, err := q.CH.Query(ctx, TopVersionsSQL(len(keys)), TopVersionsArgs(project, keys)...)
+	vr, err := q.CH.Query(ctx, topVersionsSQL(len(keys)), topVersionsArgs(project, keys)...)
 	if err != nil {
 		return nil, false, false, fmt.Errorf("list top requests: versions: %w", err)
 	}
@@ -118,7 +118,7 @@ func (q *Queries) topStatesPage(ctx context.Context, project uint32, from, to ti
 		}
 	}
 	var stored []topRow
-	var unsettled []TopKey
+	var unsettled []topKey
 	for _, key := range keys {
 		g := topGroup{key.Service, key.Start.UnixNano()}
 		read, settled := byGroup[g], true
@@ -151,7 +151,7 @@ func (q *Queries) topStatesPage(ctx context.Context, project uint32, from, to ti
 		}
 	}
 	if len(unsettled) > 0 {
-		ur, err := q.CH.Query(ctx, TopRequestsSQL(where, len(unsettled)), TopRequestsArgs(project, args, unsettled)...)
+		ur, err := q.CH.Query(ctx, topRequestsSQL(where, len(unsettled)), topRequestsArgs(project, args, unsettled)...)
 		if err != nil {
 			return nil, false, false, fmt.Errorf("list top requests: %w", err)
 		}
@@ -161,20 +161,12 @@ func (q *Queries) topStatesPage(ctx context.Context, project uint32, from, to ti
 	return page, found, true, nil
 }
 
-// TopStatesKeys are the (service, start) keys of the first k rows read by
-// TopStatesSQL (sorted by col) whose stored versions topFromStates reads
-// (TopVersionsSQL); nil when those rows cannot prove a page.
-func TopStatesKeys(r *clickhouse.Result, col string, k int) []TopKey {
-	_, _, keys := topStatesCandidates(r, col, k)
-	return keys
-}
-
-// topStatesCandidates reads TopStatesSQL's result: its rows, c (the k-th
+// topStatesCandidates reads topStatesSQL's result: its rows, c (the k-th
 // that passes, is not a tombstone and is not replaced by a higher version
 // among them) and the keys of the first k such rows; keys is nil when they
 // cannot prove a page: fewer than k, NULLs within reach, or c not strictly
 // above every cut.
-func topStatesCandidates(r *clickhouse.Result, col string, k int) (rows []topRow, c *telemetry.LLMRequest, keys []TopKey) {
+func topStatesCandidates(r *clickhouse.Result, col string, k int) (rows []topRow, c *telemetry.LLMRequest, keys []topKey) {
 	rows = scanTopRows(r)
 	// The highest-ranked cut: the last row of 6 hours holding more than
 	// their state, or the row after those read.
@@ -223,13 +215,13 @@ func topStatesCandidates(r *clickhouse.Result, col string, k int) (rows []topRow
 	for _, t := range ranked[:k] {
 		if g := (topGroup{t.Service, t.Start.UnixNano()}); !seen[g] {
 			seen[g] = true
-			keys = append(keys, TopKey{t.Service, t.Start})
+			keys = append(keys, topKey{t.Service, t.Start})
 		}
 	}
 	return rows, c, keys
 }
 
-// topGroup is a TopKey as a map key.
+// topGroup is a topKey as a map key.
 type topGroup struct {
 	service string
 	start   int64 // Unix nanoseconds
@@ -246,14 +238,14 @@ func (a topStateKey) before(b topStateKey) bool {
 	return a.value < b.value || a.value == b.value && a.start < b.start
 }
 
-// TopStatesSQL reads the rows of a window's 6 hours in llm_request_top's
+// topStatesSQL reads the rows of a window's 6 hours in llm_request_top's
 // state column (topStates), whole, in the page's order: the first 3k of
 // them, then one more (its key only counts: a cut). Each comes with its 6
 // hours' key, key_value and key_start (-value with NULL as +inf, -start in
 // ns), and their cut when they hold more rows than the state: cut_value
-// and cut_start of their last. Its arguments are TopStatesArgs: the where
+// and cut_start of their last. Its arguments are topStatesArgs: the where
 // clause's (passes) then the project and span.
-func TopStatesSQL(where, state string, k int) string {
+func topStatesSQL(where, state string, k int) string {
 	names := topStateNames()
 	unpack := make([]string, len(names))
 	for i, name := range names {
@@ -268,7 +260,7 @@ func TopStatesSQL(where, state string, k int) string {
 		" ARRAY JOIN arraySlice(top, 1, " + last + ") AS r) ORDER BY key_value, key_start LIMIT " + strconv.Itoa(topStatesRead(k)+1)
 }
 
-// topStatesRead is how many rows TopStatesSQL reads for k: room for the
+// topStatesRead is how many rows topStatesSQL reads for k: room for the
 // stale versions, tombstones and rows the filter leaves out among them.
 func topStatesRead(k int) int { return 3 * k }
 
@@ -279,24 +271,24 @@ func topStateNames() []string {
 		"version", "is_deleted")
 }
 
-// TopStatesArgs are the arguments of TopStatesSQL: the window's 6 hours
+// topStatesArgs are the arguments of topStatesSQL: the window's 6 hours
 // are those of from to that of its last nanosecond before to.
-func TopStatesArgs(project uint32, whereArgs []any, from, to time.Time) []any {
+func topStatesArgs(project uint32, whereArgs []any, from, to time.Time) []any {
 	return append(slices.Clone(whereArgs), project, from, to.Add(-time.Nanosecond))
 }
 
-// TopVersionsSQL reads the version and tombstone flag of every stored row
+// topVersionsSQL reads the version and tombstone flag of every stored row
 // under n (service, start) keys: what topFromStates checks the rows it read
 // against. start IN filters the key's granules before the tuples are
-// compared. Its arguments are TopVersionsArgs.
-func TopVersionsSQL(n int) string {
+// compared. Its arguments are topVersionsArgs.
+func topVersionsSQL(n int) string {
 	return "SELECT service, start, version, is_deleted FROM llm_requests WHERE project_id = ? AND start IN (" +
 		strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + ") AND (service, start) IN (" +
 		strings.TrimSuffix(strings.Repeat("(?, ?), ", n), ", ") + ") SETTINGS optimize_use_projections = 0"
 }
 
-// TopVersionsArgs are the arguments of TopVersionsSQL.
-func TopVersionsArgs(project uint32, keys []TopKey) []any {
+// topVersionsArgs are the arguments of topVersionsSQL.
+func topVersionsArgs(project uint32, keys []topKey) []any {
 	out := []any{project}
 	for _, k := range keys {
 		out = append(out, k.Start)

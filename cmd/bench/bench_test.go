@@ -16,7 +16,7 @@ func TestQueryBenchSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rep, err := runQuery(ctx, queryOptions{Rows: []int{3000}, Reps: 1, HTTP: true, GaugeInterval: 30 * time.Minute,
-		Windows: []string{"1h", "7d"}, Log: testLog(t)})
+		Windows: []string{"1h", "7d"}, WhatIf: true, Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,6 +44,14 @@ func TestQueryBenchSmoke(t *testing.T) {
 		}
 		if op.MainRows == 0 {
 			t.Errorf("%s %s: the main statement returned no rows", op.Op, op.Window)
+		}
+	}
+	if len(s.WhatIfs) == 0 {
+		t.Error("no proposed fix timed")
+	}
+	for _, w := range s.WhatIfs {
+		if w.Err != "" || len(w.Before) == 0 || len(w.After) == 0 {
+			t.Errorf("proposed fix %q: %d and %d timings, error %q", w.Name, len(w.Before), len(w.After), w.Err)
 		}
 	}
 	if s.MemLoaded.RSS <= 0 || s.MemQuery.Peak <= 0 {

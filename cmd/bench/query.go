@@ -15,7 +15,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tokenpath/tokenpath/analysis"
@@ -269,7 +268,7 @@ func runQuery(ctx context.Context, opts queryOptions) (*queryReport, error) {
 			res.MemQuery = readMem(os.Getpid())
 			if (opts.WhatIf || opts.OnlyWhatIf) && i == len(opts.Rows)-1 {
 				logf("%d rows: timing the proposed fixes", rows)
-				res.WhatIfs = whatIfs(ctx, ch, d, opts.Reps)
+				res.WhatIfs = whatIfs(ctx, q, d, opts.Reps)
 			}
 			return nil
 		}()
@@ -356,207 +355,6 @@ func (d *dataset) ranges(w time.Duration) (window, before diagnose.Range) {
 	return diagnose.Range{From: d.end.Add(-w), To: d.end}, diagnose.Range{From: d.end.Add(-2 * w), To: d.end.Add(-w)}
 }
 
-// statement is one SQL statement a page issues, as analysis/queries.go
-// renders it at this commit (kept in step by hand: it is the baseline the
-// op is compared with, not a reimplementation).
-type statement struct {
-	sql  string
-	args []any
-}
-
-func requestWhere(project uint32, r diagnose.Range) (string, []any) {
-	return "project_id = ? AND start >= ? AND start < ?", []any{project, r.From, r.To}
-}
-
-// roughCounter is analysis.Queries.roughCounts's cheap count of a window.
-type roughCounter func(diagnose.Range) int
-
-func newRoughCounter(ctx context.Context, ch *clickhouse.Store, project uint32) roughCounter {
-	return func(r diagnose.Range) int {
-		where, args := requestWhere(project, r)
-		return roughCount(ctx, ch, where, args)
-	}
-}
-
-// roughCount is analysis's count without FINAL of a where clause.
-func roughCount(ctx context.Context, ch *clickhouse.Store, where string, args []any) int {
-	res, err := ch.Query(ctx, "SELECT count() AS n FROM llm_requests WHERE "+where, args...)
-	if err != nil || res.Len() == 0 {
-		return 0
-	}
-	return int(res.Row(0).Int("n"))
-}
-
-// seriesStatement is the series analysis reads for a window it loads a
-// sample of when the window is small enough: from the rollups, or
-// computed in the engine over the window when its buckets are too narrow
-// for them.
-func seriesStatement(ctx context.Context, ch *clickhouse.Store, project uint32, window diagnose.Range, maxRows int) []statement {
-	where, args := requestWhere(project, window)
-	if rough := roughCount(ctx, ch, where, args); rough <= maxRows || rough > analysis.SeriesExactMax {
-		return nil
-	}
-	if analysis.RollupServes(window) {
-		sql, args := analysis.RollupSQL(project, window, diagnose.Buckets(window), "", "")
-		return []statement{{sql, args}}
-	}
-	sql, args := analysis.SeriesSQL(where, args, diagnose.Buckets(window))
-	return []statement{{sql, args}}
-}
-
-// topStatements are the slowest-50 list's reads over a long window
-// (analysis.Queries.topRequests, first try): from llm_request_top, the
-// first 60 rows of each 6 hours and the stored versions of those among
-// the top 60 (where they prove the page; a key they leave unsettled costs
-// a read of its rows too, not mirrored here); otherwise every version of
-// the requests among the top 60 rows, the keys of those rows, the bound
-// from the stored sample.
-func topStatements(ctx context.Context, ch *clickhouse.Store, project uint32, window diagnose.Range) []statement {
-	where, args := requestWhere(project, window)
-	k := analysis.TopFirstK(50)
-	if analysis.TopStatesWindow("ttft_ms", true, k, window.From, window.To) {
-		statesSt := statement{analysis.TopStatesSQL(where, "ttft", k), analysis.TopStatesArgs(project, args, window.From, window.To)}
-		if r, err := ch.Query(ctx, statesSt.sql, statesSt.args...); err == nil {
-			if keys := analysis.TopStatesKeys(r, "ttft_ms", k); keys != nil {
-				return []statement{statesSt, {analysis.TopVersionsSQL(len(keys)), analysis.TopVersionsArgs(project, keys)}}
-			}
-		}
-	}
-	boundSt := statement{analysis.TopBoundSQL(where, "ttft_ms", true), append(slices.Clone(args), analysis.TopBoundOffset(k))}
-	var bound *float64
-	if r, err := ch.Query(ctx, boundSt.sql, boundSt.args...); err == nil && r.Len() > 0 {
-		bound = r.Row(0).FloatPtr("bound")
-	}
-	keysSt := statement{analysis.TopKeysSQL(where, "ttft_ms", true, bound != nil), analysis.TopKeysArgs(args, k, bound)}
-	var keys []analysis.TopKey
-	if r, err := ch.Query(ctx, keysSt.sql, keysSt.args...); err == nil {
-		for i := range r.Len() {
-			keys = append(keys, analysis.TopKey{Service: r.Row(i).String("service"), Start: r.Row(i).Time("start")})
-		}
-	}
-	return []statement{{analysis.TopRequestsSQL(where, len(keys)), analysis.TopRequestsArgs(project, args, keys)}, keysSt, boundSt}
-}
-
-// loadStatement is the read analysis.Queries.loadPlanned plans for the window.
-// (a diagnosis's baseline reads half the rows: limit).
-func loadStatement(project uint32, r diagnose.Range, rough roughCounter, limit int) statement {
-	where, args := requestWhere(project, r)
-	sql, args := analysis.PlanSample(rough(r), limit).SQL(where, args, limit)
-	return statement{sql, args}
-}
-
-// diagnoseLoads are the reads of a diagnosis's window and baseline: one
-// statement when analysis reads both at once, else the window's first.
-func diagnoseLoads(project uint32, window, baseline diagnose.Range, rough roughCounter, maxRows int) []statement {
-	where, args := requestWhere(project, window)
-	bwhere, bargs := requestWhere(project, baseline)
-	if sql, args, ok := analysis.PairSQL(window, baseline, where, bwhere, args, bargs, rough(window), rough(baseline), maxRows); ok {
-		return []statement{{sql, args}}
-	}
-	return []statement{loadStatement(project, window, rough, maxRows), loadStatement(project, baseline, rough, maxRows/2)}
-}
-
-// finalSettings are analysis's settings of every FINAL read.
-const finalSettings = analysis.FinalSettings
-
-func metricsStatement(project uint32, width time.Duration, ranges ...diagnose.Range) statement {
-	sql, args := analysis.MetricsSQL(project, serverNames(), width, ranges...)
-	return statement{sql, args}
-}
-
-func serverNames() []string {
-	out := make([]string, 0, len(selfHosted))
-	for _, b := range selfHosted {
-		out = append(out, b.service)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// statements returns the op's statements; the first is its main one.
-func statements(op string, project uint32, window, before diagnose.Range, rough roughCounter, maxRows int, series, top []statement) []statement {
-	baseline := diagnose.DefaultBaseline(window)
-	span := diagnose.Range{From: baseline.From, To: window.To}
-	switch op {
-	case "newest":
-		// The requests page as it opens: newest first, its last hour read
-		// first (Queries.Requests reads the whole window only when that
-		// hour holds less than a page).
-		where, args := requestWhere(project, window)
-		probe := window
-		if probe.Duration() > time.Hour {
-			probe.From = window.To.Add(-time.Hour)
-		}
-		pwhere, pargs := requestWhere(project, probe)
-		return []statement{
-			{"SELECT " + clickhouse.RequestColumns + " FROM llm_requests FINAL WHERE " + pwhere +
-				" ORDER BY start DESC NULLS LAST, start DESC LIMIT ? OFFSET ?" + finalSettings, append(append([]any{}, pargs...), 50, 0)},
-			{analysis.CountSQL(where, rough(window)), args},
-		}
-	case "list":
-		where, args := requestWhere(project, window)
-		count := statement{analysis.CountSQL(where, rough(window)), args}
-		if top != nil {
-			// Slowest 50 over a long window: the top rows of each 6
-			// hours and the stored versions of the top 60 (or every
-			// version of the requests among the top 60 rows; Queries.Requests
-			// reads more, then FINAL, only when they leave the page
-			// unproven).
-			return append(top, count)
-		}
-		return []statement{
-			{"SELECT " + clickhouse.RequestColumns + " FROM llm_requests FINAL WHERE " + where +
-				" ORDER BY ttft_ms DESC NULLS LAST, start DESC LIMIT ? OFFSET ?" + finalSettings, append(append([]any{}, args...), 50, 0)},
-			count,
-		}
-	case "series", "diagnose":
-		width := diagnose.Buckets(window)
-		events := statement{"SELECT " + clickhouse.EventColumns + " FROM events FINAL WHERE project_id = ? AND service IN ? AND time >= ? AND time < ? ORDER BY time",
-			[]any{project, serverNames(), span.From, span.To}}
-		servers := func(r diagnose.Range) statement {
-			return statement{"SELECT DISTINCT server_service FROM llm_request_names WHERE project_id = ? AND hour >= toStartOfHour(?) AND hour < ? AND server_service != '' ORDER BY server_service",
-				[]any{project, r.From, r.To}}
-		}
-		if op == "series" {
-			return append([]statement{loadStatement(project, window, rough, maxRows), servers(window), metricsStatement(project, width, window), events}, series...)
-		}
-		errSQL, errArgs := analysis.ErrorTypesSQL(analysis.RequestFilter{Project: project}, window, baseline)
-		return append(append(diagnoseLoads(project, window, baseline, rough, maxRows), servers(span),
-			metricsStatement(project, width, window, baseline), events, statement{errSQL, errArgs}), series...)
-	case "overview":
-		if analysis.RollupServes(window) {
-			// Its per-service read of the rollups (the trend and model
-			// reads alike run beside it).
-			sql, args := analysis.OverviewRollupSQL(project, window)
-			return []statement{{sql, args}}
-		}
-		// Its per-service aggregate over the table it reads (the stored
-		// sample for a busy window), then the counts that plan it.
-		where, args := requestWhere(project, window)
-		table := "llm_requests"
-		if rough(window) > 400_000 {
-			table = "llm_requests_sample"
-		}
-		return []statement{
-			{"SELECT name, groupUniqArray(20)(model) AS models, count() AS n, quantiles(0.5, 0.95, 0.99)(ttft_ms) AS ttft, " +
-				"quantile(0.5)(itl_ms) AS itl_p50, avg(error) AS error_rate, sum(input_tokens) AS input_tokens FROM " + table +
-				" FINAL ARRAY JOIN arrayDistinct(arrayFilter(x -> x != '', [service, server_service])) AS name WHERE " + where +
-				" GROUP BY name" + finalSettings, args},
-			{"SELECT service, server_service, model, sum(rows) AS n FROM llm_request_names WHERE project_id = ? AND hour >= toStartOfHour(?) AND hour < ?" +
-				" GROUP BY service, server_service, model", args},
-		}
-	case "compare":
-		return []statement{loadStatement(project, window, rough, maxRows), loadStatement(project, before, rough, maxRows),
-			metricsStatement(project, diagnose.Buckets(window), window, before)}
-	case "episodes":
-		from := window.From.Add(-analysis.EpisodeWarmup)
-		sql, args := analysis.EpisodeMinutesSQL(project, from, window.To)
-		wsql, wargs := analysis.WaitingMinutesSQL(project, from, window.To)
-		return []statement{{sql, args}, {wsql, wargs}}
-	}
-	return nil
-}
-
 func runOp(ctx context.Context, q *analysis.Queries, d *dataset, op string, w time.Duration) error {
 	window, before := d.ranges(w)
 	dr := analysis.DiagnoseRequest{Project: d.project, Window: window}
@@ -600,37 +398,34 @@ const (
 	slowPage = 45 * time.Second
 )
 
-// measureOp times the op through analysis.Queries and its SQL alone.
+// measureOp times the op through analysis.Queries, then each statement it
+// ran (clickhouse.Recorder) alone: its main one (the longest) through
+// Store.Query, and every one with FORMAT Null (the engine alone).
 func measureOp(ctx context.Context, q *analysis.Queries, ch *clickhouse.Store, d *dataset, t *opTiming, w time.Duration, reps int) {
-	window, before := d.ranges(w)
-	maxRows := cmp.Or(q.MaxRows, analysis.DefaultMaxRows)
-	var top []statement
-	if t.Op == "list" && analysis.TopListWindow(window.Duration()) {
-		top = topStatements(ctx, ch, d.project, window)
-	}
-	sts := statements(t.Op, d.project, window, before, newRoughCounter(ctx, ch, d.project), maxRows, seriesStatement(ctx, ch, d.project, window, maxRows), top)
 	began := time.Now()
 	for i := 0; i < reps && (i == 0 || time.Since(began) < opBudget && median(t.API) < slowPage); i++ {
+		rec := &clickhouse.Recorder{}
 		t0 := time.Now()
-		if statementLog != nil && i == 0 {
-			// The statements the page really runs (concurrent ones
-			// overlap), once: the mirrors below are timed alone.
-			var mu sync.Mutex
-			ch.OnQuery = func(sql string, took time.Duration) {
-				mu.Lock()
-				defer mu.Unlock()
-				fmt.Fprintf(statementLog, "query: %s %s page ran: %v  %.1000s\n", t.Op, w, took.Round(time.Millisecond), strings.Join(strings.Fields(sql), " "))
-			}
-		}
-		err := runOp(ctx, q, d, t.Op, w)
-		ch.OnQuery = nil
-		if err != nil {
+		if err := runOp(clickhouse.WithRecorder(ctx, rec), q, d, t.Op, w); err != nil {
 			t.Err = err.Error()
 			return
 		}
 		t.API = append(t.API, time.Since(t0))
+		sts := rec.Statements()
+		if len(sts) == 0 {
+			t.Err = "the op ran no statement"
+			return
+		}
+		if statementLog != nil && i == 0 {
+			// As the page ran them (concurrent ones overlap), once: each
+			// is timed alone below.
+			for _, s := range sts {
+				fmt.Fprintf(statementLog, "query: %s %s page ran: %v  %.1000s\n", t.Op, w, s.Took.Round(time.Millisecond), oneLine(s.SQL))
+			}
+		}
+		main := slices.MaxFunc(sts, func(a, b clickhouse.Recorded) int { return cmp.Compare(a.Took, b.Took) })
 		t0 = time.Now()
-		r, err := ch.Query(ctx, sts[0].sql, sts[0].args...)
+		r, err := ch.Query(ctx, main.SQL)
 		if err != nil {
 			t.Err = err.Error()
 			return
@@ -640,23 +435,26 @@ func measureOp(ctx context.Context, q *analysis.Queries, ch *clickhouse.Store, d
 		all := time.Duration(0)
 		for j, s := range sts {
 			t0, c0 := time.Now(), processCPU()
-			if _, err := ch.Query(ctx, s.sql+" FORMAT Null", s.args...); err != nil {
+			if _, err := ch.Query(ctx, s.SQL+" FORMAT Null"); err != nil {
 				t.Err = err.Error()
 				return
 			}
 			took, cpu := time.Since(t0), processCPU()-c0
-			if j == 0 {
+			if s.SQL == main.SQL {
 				t.Engine = append(t.Engine, took)
 			}
 			if statementLog != nil {
 				fmt.Fprintf(statementLog, "query: %s %s statement %d: %v (CPU %v)  %.110s\n", t.Op, w, j, took.Round(time.Millisecond),
-					cpu.Round(time.Millisecond), strings.Join(strings.Fields(s.sql), " "))
+					cpu.Round(time.Millisecond), oneLine(s.SQL))
 			}
 			all += took
 		}
 		t.AllEngine = append(t.AllEngine, all)
 	}
 }
+
+// oneLine folds a statement's whitespace for the log.
+func oneLine(sql string) string { return strings.Join(strings.Fields(sql), " ") }
 
 // measureHTTP starts the real app on the data dir and times the /api/v1
 // endpoints (handlers, JSON encoding and the loopback included).

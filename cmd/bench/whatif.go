@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,11 +22,27 @@ type whatIf struct {
 	Err               string
 }
 
+// statement is a bound statement a side of a what-if runs.
+type statement struct {
+	sql  string
+	args []any
+}
+
 // whatIfs measures the proposals on the 7-day window of the loaded data.
-func whatIfs(ctx context.Context, ch *clickhouse.Store, d *dataset, reps int) []*whatIf {
+// A side named after a page op runs the statement the op really ran
+// longest (clickhouse.Recorder); the others are written out here.
+func whatIfs(ctx context.Context, q *analysis.Queries, d *dataset, reps int) []*whatIf {
+	ch := q.CH
 	window, _ := d.ranges(7 * 24 * time.Hour)
-	where, args := requestWhere(d.project, window)
-	load := loadStatement(d.project, window, newRoughCounter(ctx, ch, d.project), analysis.DefaultMaxRows)
+	where, args := "project_id = ? AND start >= ? AND start < ?", []any{d.project, window.From, window.To}
+	const finalSettings = analysis.FinalSettings
+	var load statement
+	rec := &clickhouse.Recorder{}
+	if err := runOp(clickhouse.WithRecorder(ctx, rec), q, d, "diagnose", 7*24*time.Hour); err == nil {
+		if sts := rec.Statements(); len(sts) > 0 {
+			load.sql = slices.MaxFunc(sts, func(a, b clickhouse.Recorded) int { return cmp.Compare(a.Took, b.Took) }).SQL
+		}
+	}
 	cases := []struct {
 		name, current, proposed string
 		before, after           statement
@@ -37,7 +55,7 @@ func whatIfs(ctx context.Context, ch *clickhouse.Store, d *dataset, reps int) []
 			statement{"SELECT " + clickhouse.RequestColumns + " FROM llm_requests FINAL WHERE " + where +
 				" AND trace_id IN (SELECT trace_id FROM llm_requests WHERE " + where + " ORDER BY ttft_ms DESC NULLS LAST LIMIT 200) ORDER BY ttft_ms DESC NULLS LAST, start DESC LIMIT 50" + finalSettings,
 				append(append([]any{}, args...), args...)}},
-		{"diagnose load, 7 d", fmt.Sprintf("a ~%d-row hash sample, decoded in Go", analysis.DefaultMaxRows), "percentiles per component computed in SQL",
+		{"diagnose load, 7 d", fmt.Sprintf("the diagnosis's longest statement (a ~%d-row sample, decoded in Go)", cmp.Or(q.MaxRows, analysis.DefaultMaxRows)), "percentiles per component computed in SQL",
 			load,
 			statement{"SELECT quantiles(0.5, 0.9, 0.95, 0.99)(ttft_ms) AS ttft, quantiles(0.5, 0.95, 0.99)(queue_ms) AS queue, " +
 				"quantiles(0.5, 0.95, 0.99)(prefill_ms) AS prefill, quantiles(0.5, 0.95, 0.99)(network_ms) AS network, " +

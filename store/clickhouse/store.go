@@ -43,11 +43,6 @@ type Store struct {
 	cfg Config
 	b   backend
 	log *slog.Logger
-	// OnQuery, set or cleared while no statement runs, is told each
-	// read's bound statement and duration, and each insert's as "INSERT
-	// INTO table" (the query bench times the statements a page really runs
-	// with it).
-	OnQuery func(sql string, took time.Duration)
 }
 
 // MinServerVersion is the oldest ClickHouse server the schema works on:
@@ -117,21 +112,8 @@ func (s *Store) Query(ctx context.Context, sql string, args ...any) (*Result, er
 	if err != nil {
 		return nil, err
 	}
-	defer s.timed(q)()
+	defer timed(ctx, q)()
 	return s.b.query(ctx, q)
-}
-
-// timed starts timing a statement for OnQuery; call what it returns when
-// the statement is done.
-func (s *Store) timed(sql string) func() {
-	// Read the hook once: a caller that clears it while this statement
-	// runs must not leave the deferred call with a nil function.
-	onQuery := s.OnQuery
-	if onQuery == nil {
-		return func() {}
-	}
-	t0 := time.Now()
-	return func() { onQuery(sql, time.Since(t0)) }
 }
 
 // Insert writes one batch in one statement.
@@ -142,7 +124,7 @@ func (s *Store) Insert(ctx context.Context, b *Batch) error {
 	if err := b.check(); err != nil {
 		return err
 	}
-	defer s.timed("INSERT INTO " + b.Table)()
+	defer timed(ctx, "INSERT INTO "+b.Table)()
 	if err := s.b.insert(ctx, b); err != nil {
 		return fmt.Errorf("insert %d rows into %s: %w", b.Rows(), b.Table, err)
 	}

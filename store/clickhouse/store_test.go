@@ -425,27 +425,40 @@ func traceSpansWithoutID(t *testing.T, s *Store, trace string) []telemetry.Span 
 	return out
 }
 
-// TestOnQueryTimesInserts: OnQuery hears of inserts as "INSERT INTO table"
-// as well as of reads.
-func TestOnQueryTimesInserts(t *testing.T) {
-	ctx := context.Background()
+// TestRecorderSeesOnlyItsContext: a recorder hears of the inserts (as
+// "INSERT INTO table") and reads run under its context, typed reads
+// included, and of nothing run under another context; a recorded statement
+// runs again as it is.
+func TestRecorderSeesOnlyItsContext(t *testing.T) {
 	s := openTemp(t, t.TempDir())
 	defer s.Close()
-	var heard []string
-	s.OnQuery = func(sql string, took time.Duration) {
-		if took <= 0 {
-			t.Errorf("%s took %s", sql, took)
-		}
-		heard = append(heard, sql)
-	}
+	rec := &Recorder{}
+	ctx := WithRecorder(context.Background(), rec)
 	if err := s.Insert(ctx, SpansBatch(sampleSpans())); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Query(ctx, "SELECT count() AS n FROM spans"); err != nil {
+	if _, err := s.Query(context.Background(), "SELECT 1 AS other"); err != nil {
 		t.Fatal(err)
 	}
-	if len(heard) != 2 || heard[0] != "INSERT INTO spans" || !strings.HasPrefix(heard[1], "SELECT count()") {
-		t.Fatalf("OnQuery heard %q, want the insert and the read", heard)
+	if _, err := s.Query(ctx, "SELECT count() AS n FROM spans WHERE service != ?", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.QueryRequests(ctx, "SELECT "+RequestColumns+" FROM llm_requests"); err != nil {
+		t.Fatal(err)
+	}
+	heard := rec.Statements()
+	if len(heard) != 3 || heard[0].SQL != "INSERT INTO spans" || heard[1].SQL != "SELECT count() AS n FROM spans WHERE service != 'x'" ||
+		!strings.HasPrefix(heard[2].SQL, "SELECT "+RequestColumns) {
+		t.Fatalf("recorded %+v, want the insert, the bound count and the typed read", heard)
+	}
+	for _, st := range heard {
+		if st.Took <= 0 {
+			t.Errorf("%s took %s", st.SQL, st.Took)
+		}
+	}
+	r, err := s.Query(context.Background(), heard[1].SQL)
+	if err != nil || r.Len() != 1 || r.Row(0).Int("n") != int64(len(sampleSpans())) {
+		t.Errorf("the recorded count again: %v rows, error %v", r, err)
 	}
 }
 

@@ -84,7 +84,7 @@ func queryTyped[T any](ctx context.Context, s *Store, fields map[string]typedCol
 	if err != nil {
 		return nil, err
 	}
-	defer s.timed(q)()
+	defer timed(ctx, q)()
 	out, err := e.run(ctx, q, rowBinaryFormat)
 	if err != nil {
 		return nil, err
@@ -118,7 +118,7 @@ func queryTypedEach[T any](ctx context.Context, s *Store, fields map[string]type
 	if err != nil {
 		return err
 	}
-	done := s.timed(q)
+	done := timed(ctx, q)
 	out, err := e.run(ctx, q, rowBinaryFormat)
 	done()
 	if err != nil {
