@@ -42,11 +42,14 @@ type RequestFilter struct {
 	Instance  string
 	TraceID   string
 	ColdStart bool // only cold starts
-	Slow      bool // only requests above the TTFT p90 of the window's requests of Service and Model
-	Sort      string
-	Desc      bool
-	Limit     int
-	Offset    int
+	// MinColdStartWait keeps the requests held at least this long (ms)
+	// while a new instance started; 0 keeps every request.
+	MinColdStartWait float64
+	Slow             bool // only requests above the TTFT p90 of the window's requests of Service and Model
+	Sort             string
+	Desc             bool
+	Limit            int
+	Offset           int
 	// NoTotal skips counting every match (the count is returned as -1):
 	// a "slowest requests" panel does not page.
 	NoTotal bool
@@ -60,7 +63,7 @@ type RequestFilter struct {
 var SortColumns = map[string]string{
 	"start": "start", "ttft": "ttft_ms", "e2e": "e2e_ms", "queue": "queue_ms", "prefill": "prefill_ms",
 	"network": "network_ms", "decode": "decode_ms", "pre_inference": "pre_inference_ms", "itl": "itl_ms",
-	"input_tokens": "input_tokens", "output_tokens": "output_tokens",
+	"input_tokens": "input_tokens", "output_tokens": "output_tokens", "cold_start_wait": "cold_start_wait_ms",
 }
 
 func (f RequestFilter) where() (string, []any) {
@@ -88,6 +91,9 @@ func (f RequestFilter) where() (string, []any) {
 	if f.ColdStart {
 		add("cold_start = 1")
 	}
+	if f.MinColdStartWait > 0 {
+		add("cold_start_wait_ms >= ?", f.MinColdStartWait)
+	}
 	if b, ok := diagnose.PromptLengthNamed(f.PromptLength); ok {
 		// As diagnose buckets them: the first bucket has no lower bound.
 		if b.From > 0 {
@@ -103,7 +109,7 @@ func (f RequestFilter) where() (string, []any) {
 // byNames reports whether the hourly name counts (llm_request_names) hold
 // f's matches: they keep project, service, model and instance only.
 func (f RequestFilter) byNames() bool {
-	return f.TraceID == "" && !f.ColdStart && !f.Slow && f.Tenant == "" && f.Route == "" && f.PromptLength == ""
+	return f.TraceID == "" && !f.ColdStart && f.MinColdStartWait <= 0 && !f.Slow && f.Tenant == "" && f.Route == "" && f.PromptLength == ""
 }
 
 // scope is the filter's condition without its window: what the tables

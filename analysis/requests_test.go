@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -242,6 +243,52 @@ func TestRequestsFilteredByBubbleUpValues(t *testing.T) {
 					break
 				}
 			}
+		}
+	}
+}
+
+// The cold-start wait filters and sorts the list: held at least N ms keeps
+// exactly those requests (and counts them), sorted longest hold first;
+// requests never held (no wait) never pass the filter.
+func TestRequestsColdStartWaitFilterAndSort(t *testing.T) {
+	srv := apptest.Start(t, apptest.Options{})
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Second)
+	var rows []telemetry.LLMRequest
+	for i := range 200 {
+		r := telemetry.LLMRequest{ProjectID: 1, TraceID: fmt.Sprintf("%032x", i), SpanID: fmt.Sprintf("%016x", i),
+			Service: "chat", Model: "m", Start: now.Add(-time.Duration(i) * 30 * time.Second), TTFT: telemetry.Ptr(100.0)}
+		if i%4 == 0 {
+			r.ColdStart, r.ColdStartWait = true, telemetry.Ptr(float64(500+i*97%9000))
+		}
+		rows = append(rows, r)
+	}
+	if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(rows, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	q := &analysis.Queries{CH: srv.CH}
+	var want []float64
+	for _, r := range rows {
+		if r.ColdStartWait != nil && *r.ColdStartWait >= 5000 {
+			want = append(want, *r.ColdStartWait)
+		}
+	}
+	slices.Sort(want)
+	slices.Reverse(want)
+	if len(want) < 10 {
+		t.Fatalf("only %d held requests of 5 s or more planted", len(want))
+	}
+	got, total, err := q.Requests(ctx, analysis.RequestFilter{Project: 1, From: now.Add(-2 * time.Hour), To: now.Add(time.Second),
+		MinColdStartWait: 5000, Sort: "cold_start_wait", Desc: true, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total.N != len(want) || len(got) != len(want) {
+		t.Fatalf("%d rows, total %+v, want %d", len(got), total, len(want))
+	}
+	for i, r := range got {
+		if r.ColdStartWait == nil || *r.ColdStartWait != want[i] {
+			t.Fatalf("row %d holds %v, want %v (longest hold first)", i, fmtPtr(r.ColdStartWait), want[i])
 		}
 	}
 }

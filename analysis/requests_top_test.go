@@ -45,6 +45,9 @@ func TestRequestsSortedPagesMatchFinal(t *testing.T) {
 		if i%50 == 0 {
 			r.PreInference = ms(10) // too few to fill the candidates
 		}
+		if i%10 == 0 {
+			r.ColdStart, r.ColdStartWait = true, ms(20_000) // held while an instance started
+		}
 		rows[i] = r
 	}
 	if err := srv.CH.Insert(ctx, clickhouse.RequestsBatch(rows, nil, 1)); err != nil {

@@ -336,6 +336,8 @@ func requestValue(r *telemetry.LLMRequest, col string) *float64 {
 		return r.PreInference
 	case "itl_ms":
 		return r.ITL
+	case "cold_start_wait_ms":
+		return r.ColdStartWait
 	case "input_tokens", "output_tokens":
 		n := r.InputTokens
 		if col == "output_tokens" {
