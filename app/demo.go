@@ -25,14 +25,19 @@ func (a *App) StartDemo(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("demo: %w", err)
 	}
 	ui := "http://" + loopback(a.HTTPAddr)
-	resume, err := a.demoResume(ctx, key)
+	project, err := a.PG.ProjectForKey(ctx, key)
+	if err != nil {
+		return "", fmt.Errorf("demo: %w", err)
+	}
+	resume, err := a.demoResume(ctx, project)
 	if err != nil {
 		return "", fmt.Errorf("demo: %w", err)
 	}
 	a.workers.Add(1)
 	go func() {
 		defer a.workers.Done()
-		cfg := demo.Config{OTLPEndpoint: "http://" + loopback(a.OTLPHTTPAddr), APIBase: ui, APIKey: key, Resume: resume, Log: a.Log}
+		cfg := demo.Config{OTLPEndpoint: "http://" + loopback(a.OTLPHTTPAddr), APIBase: ui, APIKey: key, Resume: resume,
+			ScrapeTarget: a.demoScrapeTarget(project), Log: a.Log}
 		err := demo.Run(a.demoCtx, cfg, a.Config.DemoBackfill)
 		if err != nil && a.demoCtx.Err() == nil {
 			a.Log.Error("demo traffic stopped", "err", err)
@@ -68,14 +73,10 @@ func (a *App) demoKey(ctx context.Context) (string, error) {
 }
 
 // demoResume is the end of the newest demo span the store holds for the
-// key's project (zero when there is none), so a restarted demo continues
+// project (zero when there is none), so a restarted demo continues
 // from there instead of sending its history again. It reads the spans,
 // not the assembled requests, which lag behind them.
-func (a *App) demoResume(ctx context.Context, key string) (time.Time, error) {
-	project, err := a.PG.ProjectForKey(ctx, key)
-	if err != nil {
-		return time.Time{}, err
-	}
+func (a *App) demoResume(ctx context.Context, project int64) (time.Time, error) {
 	// Older than the longest backfill the setting allows would not change
 	// where the backfill starts; the bound keeps the read to recent parts.
 	since := time.Now().Add(-max(a.Config.DemoBackfill, time.Hour))
@@ -88,4 +89,38 @@ func (a *App) demoResume(ctx context.Context, key string) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	return r.Row(0).Time("newest"), nil
+}
+
+// demoScrapeTarget registers the demo's metrics-only vLLM with the
+// built-in scraper: the project's one target for service at url, scraped
+// every interval; an empty url removes it. Only loopback targets of that
+// service are replaced, the ones an earlier demo run left (its server's
+// port is gone with it), never a target someone added by hand.
+func (a *App) demoScrapeTarget(project int64) func(ctx context.Context, url, service string, interval time.Duration) error {
+	return func(ctx context.Context, url, service string, interval time.Duration) error {
+		targets, err := a.PG.ListTargets(ctx, project)
+		if err != nil {
+			return err
+		}
+		current := false
+		for _, t := range targets {
+			if t.Service != service || !strings.HasPrefix(t.URL, "http://127.0.0.1:") {
+				continue
+			}
+			if url != "" && t.URL == url && t.Interval == interval {
+				current = true
+				continue
+			}
+			if err := a.PG.DeleteTarget(ctx, project, t.ID); err != nil {
+				return err
+			}
+		}
+		if url != "" && !current {
+			if _, err := a.PG.CreateTarget(ctx, project, url, service, interval); err != nil {
+				return err
+			}
+		}
+		a.Scraper.Reload()
+		return nil
+	}
 }

@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenpath/tokenpath/analysis"
+	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/app/apptest"
 	"github.com/tokenpath/tokenpath/config"
+	"github.com/tokenpath/tokenpath/demo"
 	"github.com/tokenpath/tokenpath/store/postgres/pgtest"
 )
 
@@ -115,4 +118,63 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// The demo's metrics-only service: doc-summarizer calls a vLLM with
+// tracing off whose /metrics the built-in scraper reads (its history
+// replayed through the same scrapes). The demo registers the target
+// itself, and the diagnosis of doc-summarizer over the planted batch surge
+// is queueing, read from that server's histograms and gauges, the calls
+// tied to it by server.address:server.port.
+func TestDemoMetricsOnlyServiceQueueing(t *testing.T) {
+	const backfill = 40 * time.Minute
+	srv := apptest.Start(t, apptest.Options{Configure: func(c *config.Config) { c.Demo, c.DemoBackfill = true, backfill }})
+	ctx := context.Background()
+	now := time.Now()
+	if _, err := srv.StartDemo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var surge demo.Phase
+	for _, p := range demo.BackfillPhases(now.Add(-backfill), now) {
+		if p.Incident == demo.BatchSurge {
+			surge = p
+		}
+	}
+	if surge.From.IsZero() {
+		t.Fatalf("a %v backfill plants no batch surge", backfill)
+	}
+	// Run picks its own now a moment later: the window starts inside the
+	// surge.
+	window := diagnose.Range{From: surge.From.Add(15 * time.Second), To: surge.To}
+	var d diagnose.Diagnosis
+	for deadline := time.Now().Add(4 * time.Minute); ; time.Sleep(2 * time.Second) {
+		var err error
+		if d, err = srv.Queries.Diagnose(ctx, analysis.DiagnoseRequest{Project: 1, Service: "doc-summarizer", Window: window}); err != nil {
+			t.Fatal(err)
+		}
+		if d.Verdict == "queueing" || time.Now().After(deadline) {
+			break
+		}
+	}
+	if d.Verdict != "queueing" || d.ServerMetrics == nil || len(d.ServerMetrics.Servers) != 1 || d.ServerMetrics.Servers[0] != "vllm-qwen" {
+		t.Fatalf("doc-summarizer over the batch surge: %q (%s), server metrics %+v; want queueing read from vllm-qwen", d.Verdict, d.Summary, d.ServerMetrics)
+	}
+	figs := map[string]float64{}
+	for _, e := range d.Evidence {
+		for k, v := range e.Figures {
+			figs[k] = v
+		}
+	}
+	if figs["requests_waiting_peak"] < 5 || figs["kv_cache_peak"] < 0.9 || figs["p95"] < 5000 {
+		t.Errorf("evidence figures %v; want requests waiting, a full KV cache and a queue p95 of seconds", figs)
+	}
+	var scraped bool
+	for _, st := range srv.Scraper.Status() {
+		if st.Service == "vllm-qwen" && st.Up && len(d.ServerMetrics.Endpoints) == 1 && st.URL == "http://"+d.ServerMetrics.Endpoints[0]+"/metrics" {
+			scraped = true
+		}
+	}
+	if !scraped {
+		t.Errorf("scrape targets %+v; want the demo's vllm-qwen at the endpoint the calls name (%v), up", srv.Scraper.Status(), d.ServerMetrics.Endpoints)
+	}
 }

@@ -85,9 +85,12 @@ type ragCall struct {
 	replica                      *replica
 	serverStart, scheduled       time.Time
 	firstToken, serverEnd        time.Time
-	runningAtAdmit               int
-	waitingAtArrival             int
-	kvAtArrival                  float64
+	// metricsOnly: a doc-summarizer call, served by the vLLM that has
+	// tracing off.
+	metricsOnly      bool
+	runningAtAdmit   int
+	waitingAtArrival int
+	kvAtArrival      float64
 }
 
 func (s *sim) ragArrival() {

@@ -15,6 +15,7 @@
 package demo
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"strings"
@@ -43,6 +44,12 @@ type Config struct {
 	// Rate is the rag-chat request rate at steady state, per second.
 	// Default 2. The support agent runs tasks at 0.15 × Rate.
 	Rate float64
+	// ScrapeTarget, when set, adds the metrics-only service: doc-summarizer
+	// calling a vLLM with tracing off whose /metrics (127.0.0.1, an
+	// ephemeral port) Tokenpath's scraper reads. Run calls it to register
+	// that URL for the service's scraping at interval, and with an empty
+	// URL to remove it when it stops. Nil leaves the service out.
+	ScrapeTarget func(ctx context.Context, url, service string, interval time.Duration) error
 	// Log receives progress and send failures; nil discards.
 	Log *slog.Logger
 }
@@ -118,17 +125,27 @@ const (
 	// calls instead of 5 %: 429s, and some 500s; the agent retries each at
 	// once. Latency unchanged.
 	RateLimits Incident = "rate_limits"
+	// BatchSurge is a batch job on doc-summarizer, whose vLLM has tracing
+	// off (known by its /metrics only): 2.5× the requests, each summary
+	// 1.6× longer, documents unchanged. Its single replica's KV cache
+	// fills and requests wait (tens of seconds, ~20–40 waiting); the
+	// queue-time histogram, waiting requests and KV usage show it.
+	// It plants nothing when the metrics-only service is off.
+	BatchSurge Incident = "batch_surge"
 )
 
 // Incidents lists the incidents the backfill plants (not Healthy, nor
-// RateLimits, which the scenario tests plant), in the order it plants them. The order keeps each incident's aftermath out of
-// the next one's baseline, where it would hide it: after a cold start one
+// RateLimits, which the scenario tests plant), in the order it plants
+// them. The order keeps each incident's aftermath out of the next one's
+// baseline, where it would hide it: after a cold start one
 // pod takes all of rag-chat's traffic until the HPA has scaled back up,
 // so the support agent's provider slowness, which does not share the
 // GPUs, comes next; KV saturation leaves a queue that takes a minute or
 // two to drain, so it comes last (its drain runs into live traffic's
-// healthy stretch).
-var Incidents = []Incident{ColdStart, ProviderSlowness, LongPrompt, SlowRetrieval, NetworkDelay, MemoryBoundDecode, KVSaturation}
+// healthy stretch). The batch surge shares no GPU with rag-chat and comes
+// just before KV saturation, so a short backfill, which keeps the last
+// kinds, still plants it.
+var Incidents = []Incident{ColdStart, ProviderSlowness, LongPrompt, SlowRetrieval, NetworkDelay, MemoryBoundDecode, BatchSurge, KVSaturation}
 
 // LiveIncidents rotate during live traffic: the three causes a TTFT
 // diagnosis must tell apart.

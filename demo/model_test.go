@@ -349,9 +349,9 @@ func TestProviderSlowness(t *testing.T) {
 }
 
 func TestBackfillPhases(t *testing.T) {
-	phases := BackfillPhases(base, base.Add(time.Hour))
+	phases := BackfillPhases(base, base.Add(90*time.Minute))
 	if len(phases) != len(Incidents) {
-		t.Fatalf("1 h backfill plants %d incidents, want %d", len(phases), len(Incidents))
+		t.Fatalf("90 min backfill plants %d incidents, want %d", len(phases), len(Incidents))
 	}
 	prevEnd := base
 	for i, p := range phases {

@@ -55,6 +55,13 @@ func Run(ctx context.Context, cfg Config, backfill time.Duration) error {
 	live := LivePhases(now, now.Add(scheduleAhead), planned)
 	planned += len(live)
 	s := newSim(cfg, from, append(phases, live...))
+	metricsOnly, err := startMetricsOnly(ctx, cfg, s, now)
+	if err != nil {
+		return ignoreCancel(err)
+	}
+	if metricsOnly != nil {
+		defer metricsOnly.stop()
+	}
 
 	ship := func(out *Scenario) error {
 		if out.empty() {
@@ -94,6 +101,9 @@ func Run(ctx context.Context, cfg Config, backfill time.Duration) error {
 			"took", time.Since(t0).Round(time.Millisecond))
 	}
 
+	if metricsOnly != nil {
+		metricsOnly.server.historyDone()
+	}
 	log.Info("demo: live traffic started", "rate", cfg.Rate, "next_incident", live[0].Incident, "at", live[0].From.Format(time.RFC3339))
 	tick := time.NewTicker(liveTick)
 	defer tick.Stop()
@@ -121,6 +131,9 @@ func Run(ctx context.Context, cfg Config, backfill time.Duration) error {
 		s.advance(t)
 		if err := ship(s.take()); err != nil {
 			return ignoreCancel(err)
+		}
+		if metricsOnly != nil {
+			metricsOnly.afterReplay(ctx)
 		}
 	}
 }

@@ -104,6 +104,9 @@ type Request struct {
 	// ErrorType is its error.type: "429" or "500".
 	Error     bool
 	ErrorType string
+	// MetricsOnly: served by a vLLM with tracing off; its queue, prefill
+	// and decode are in the server's histograms, not in any span.
+	MetricsOnly bool
 
 	// PreInference is the app's own time before the call: LLM client
 	// start − root start, minus the task's earlier model calls.
@@ -145,7 +148,8 @@ func (r *Request) ITL() time.Duration {
 
 // Want is the row a correct decomposition (DESIGN.md, "Decomposition")
 // must derive from this call's spans. Figures the spans cannot state are
-// nil: managed calls have no queue/prefill/network, failed calls no TTFT.
+// nil: managed and metrics-only calls have no queue/prefill/network,
+// failed calls no TTFT.
 // For a cold start the measured hold (client start → server span start)
 // also covers the outbound network leg, so Network is the return leg only.
 func (r *Request) Want() telemetry.LLMRequest {
@@ -167,7 +171,7 @@ func (r *Request) Want() telemetry.LLMRequest {
 		Route:        r.Route,
 		Tenant:       r.Tenant,
 	}
-	if !r.Managed {
+	if !r.Managed && !r.MetricsOnly {
 		w.ServerService = vllmService
 		w.Queue, w.Prefill = ms(r.Queue), ms(r.Prefill)
 		network := r.NetworkUp + r.NetworkDown

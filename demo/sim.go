@@ -83,13 +83,16 @@ type effect struct {
 	// providerErrorChance is the share of the managed API's calls that
 	// fail (and are retried by the task).
 	providerErrorChance float64
+	// summary scales doc-summarizer's traffic and summary length (the
+	// metrics-only service).
+	summaryRate, summaryOutput float64
 }
 
 func healthyEffect() effect {
 	return effect{
 		ragRate: 1, inputMult: 1, outputMult: 1, maxTokens: 1024, topK: 8,
 		retrievalMin: 30 * time.Millisecond, retrievalMax: 80 * time.Millisecond,
-		providerTTFTMult: 1, providerErrorChance: providerRetryChance,
+		providerTTFTMult: 1, providerErrorChance: providerRetryChance, summaryRate: 1, summaryOutput: 1,
 	}
 }
 
@@ -138,6 +141,8 @@ func (s *sim) effectAt(t time.Time) (effect, Incident) {
 			e.providerTTFTMult *= 4
 		case RateLimits:
 			e.providerErrorChance = 6 * providerRetryChance
+		case BatchSurge:
+			e.summaryRate, e.summaryOutput = 2.5*e.summaryRate, 1.6*e.summaryOutput
 		}
 	}
 	e.ragRate = min(e.ragRate, maxRateMult) // the arrival process thins from it
@@ -204,6 +209,8 @@ type sim struct {
 
 	ragPods  []*Resource
 	agentPod *Resource
+	// summary is the metrics-only service; nil when it is off.
+	summary *summarizer
 }
 
 func newSim(cfg Config, from time.Time, phases []Phase) *sim {
@@ -525,6 +532,9 @@ func (s *sim) scrape() {
 			})
 		}
 	}
+	if s.summary != nil {
+		s.summary.setGauges(s.eng)
+	}
 	s.out.Metrics = append(s.out.Metrics, telemetry.MetricPoint{
 		Time: s.now, Service: vllmService, Name: MetricReplicas,
 		Labels: map[string]string{"deployment": vllmService, "namespace": namespace},
@@ -611,9 +621,9 @@ func (s *sim) finish(r *replica, q *seq, t time.Time) {
 	r.release(q)
 	c := q.call
 	c.scheduled, c.firstToken, c.serverEnd = q.scheduled, q.first, t
+	if c.metricsOnly {
+		s.completeSummary(c)
+		return
+	}
 	s.completeRag(c)
 }
-
-// Services names every service the demo sends as, so a restarted server
-// can find where the demo's stored traffic ends.
-var Services = []string{ragService, agentService, vllmService}
