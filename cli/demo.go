@@ -9,7 +9,9 @@ import (
 )
 
 // Demo runs `tokenpath demo`: realistic traffic with planted incidents
-// against a running server's OTLP endpoint.
+// against a running server's OTLP endpoint. The metrics-only service is
+// left out: registering its scrape target takes the server's own store,
+// which only `tokenpath-server --demo` has.
 func Demo(ctx context.Context, env Env, args []string) error {
 	fs := flag.NewFlagSet("tokenpath demo", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)

@@ -145,18 +145,7 @@ func (s *sim) completeRag(c *ragCall) {
 		{"gen_ai.response.model", vllmModel},
 	}
 	spans := []Span{
-		{
-			Resource: c.pod, TraceID: c.trace, SpanID: c.rootID,
-			Name: "POST /chat", Kind: KindServer, Start: c.rootStart, End: rootEnd,
-			Attrs: []Attr{
-				{"http.request.method", http.MethodPost},
-				{"http.route", "/chat"},
-				{"url.path", "/chat"},
-				{"http.response.status_code", int64(http.StatusOK)},
-				{"tenant", c.tenant},
-				{"region", c.region},
-			},
-		},
+		rootSpan(c, "/chat", rootEnd),
 		{
 			Resource: c.pod, TraceID: c.trace, SpanID: c.retrievalID, ParentSpanID: c.rootID,
 			Name: "retrieval", Kind: KindInternal, Start: c.retrievalStart, End: c.retrievalEnd,
@@ -221,6 +210,23 @@ func (s *sim) completeRag(c *ragCall) {
 		s.out.Spans = append(s.out.Spans, spans...)
 		s.out.Requests = append(s.out.Requests, req)
 	})
+}
+
+// rootSpan is an app's HTTP handler span for POST route, the root of the
+// call's trace.
+func rootSpan(c *ragCall, route string, end time.Time) Span {
+	return Span{
+		Resource: c.pod, TraceID: c.trace, SpanID: c.rootID,
+		Name: "POST " + route, Kind: KindServer, Start: c.rootStart, End: end,
+		Attrs: []Attr{
+			{"http.request.method", http.MethodPost},
+			{"http.route", route},
+			{"url.path", route},
+			{"http.response.status_code", int64(http.StatusOK)},
+			{"tenant", c.tenant},
+			{"region", c.region},
+		},
+	}
 }
 
 // --- support-agent: agent.run → (LLM call, tool.search)× → managed API ---

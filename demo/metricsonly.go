@@ -211,18 +211,7 @@ func (s *sim) completeSummary(c *ragCall) {
 	rootEnd := clientEnd.Add(s.uniform(time.Millisecond, 3*time.Millisecond))
 	ttft := clientFirst.Sub(c.clientStart)
 	spans := []Span{
-		{
-			Resource: c.pod, TraceID: c.trace, SpanID: c.rootID,
-			Name: "POST /summarize", Kind: KindServer, Start: c.rootStart, End: rootEnd,
-			Attrs: []Attr{
-				{"http.request.method", http.MethodPost},
-				{"http.route", "/summarize"},
-				{"url.path", "/summarize"},
-				{"http.response.status_code", int64(http.StatusOK)},
-				{"tenant", c.tenant},
-				{"region", c.region},
-			},
-		},
+		rootSpan(c, "/summarize", rootEnd),
 		{
 			Resource: c.pod, TraceID: c.trace, SpanID: c.clientID, ParentSpanID: c.rootID,
 			Name: "chat " + summaryModel, Kind: KindClient, Start: c.clientStart, End: clientEnd,
