@@ -494,6 +494,7 @@ func TestMetricsOnlyFleet(t *testing.T) {
 			postScaleUp(t, srv, "vllm-"+slug(inc)+"-scraped", window[0].Add(30*time.Second))
 		}
 	}
+	relayTGI(t, srv, t0, "tgi-llama", "chat-tgi", "10.0.0.40", 80)
 	// A queueing server behind a gateway: the calls name the gateway.
 	relay(t, srv, fleetIncidents[0], t0, "vllm-behind-gateway", "chat-via-gateway", "10.0.0.30:8000", "llm-gateway.internal", 443)
 	srv.Scraper.Reload()
@@ -538,6 +539,16 @@ func TestMetricsOnlyFleet(t *testing.T) {
 		if d := diagnoseWindow(t, srv, "chat-via-gateway", "queueing", window, true); d.ServerMetrics == nil ||
 			strings.Join(d.ServerMetrics.Endpoints, ",") != "llm-gateway.internal:443" {
 			t.Errorf("server metrics %+v; want them tied through llm-gateway.internal:443", d.ServerMetrics)
+		}
+	})
+	t.Run("TGI prefill from its forward passes", func(t *testing.T) {
+		d := diagnoseWindow(t, srv, "chat-tgi", "prefill", window, true)
+		perBatch := false
+		for _, e := range d.Evidence {
+			perBatch = perBatch || strings.Contains(e.Text, "forward_prefill_seconds histogram (TGI's forward passes, per batch")
+		}
+		if d.Verdict != "prefill" || d.ServerMetrics == nil || !perBatch {
+			t.Fatalf("verdict %q (%s); want prefill read from TGI's forward passes; evidence %+v", d.Verdict, d.Summary, d.Evidence)
 		}
 	})
 	t.Run("server alone", func(t *testing.T) {

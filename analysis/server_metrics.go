@@ -13,15 +13,24 @@ import (
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
-// serverHistogramNames are the histograms a metrics-only diagnosis reads.
+// serverHistogramNames are the histograms a metrics-only diagnosis reads
+// as stored (TGI's forward passes are told apart by their label method
+// as they are read: forwardName).
 var serverHistogramNames = func() []string {
-	out := make([]string, 0, len(diagnose.ServerHistogramNames))
+	out := make([]string, 0, len(diagnose.ServerHistogramNames)+1)
 	for n := range diagnose.ServerHistogramNames {
 		out = append(out, n)
 	}
+	out = append(out, diagnose.HistForward)
 	slices.Sort(out)
 	return out
 }()
+
+// forwardName reads TGI's forward_seconds{method=prefill|decode} as
+// forward_prefill_seconds and forward_decode_seconds (huggingface/
+// text-generation-inference backends/v3/src/backend.rs records
+// tgi_batch_forward_duration with "method" => "prefill" or "decode").
+const forwardName = "if(name = '" + diagnose.HistForward + "', concat('forward_', labels['method'], '_seconds'), name)"
 
 // serverCounterNames are the counters (and the ratio gauges: SGLang's hit
 // rate, DCGM's GPU activity) that corroborate a metrics-only verdict.
@@ -224,10 +233,10 @@ func matchEndpoint(endpoint string, instances []string) bool {
 // serverHistograms sums the servers' histogram intervals per chart bucket
 // and name (and bucket layout) over r.
 func (q *Queries) serverHistograms(ctx context.Context, project uint32, servers []string, width time.Duration, r diagnose.Range) ([]diagnose.HistogramBucket, error) {
-	res, err := q.CH.Query(ctx, `SELECT toStartOfInterval(time, toIntervalSecond(?)) AS b, name, bounds,
+	res, err := q.CH.Query(ctx, `SELECT toStartOfInterval(time, toIntervalSecond(?)) AS b, `+forwardName+` AS histogram, bounds,
 		arrayMap(x -> toFloat64(x), sumForEach(counts)) AS c
 		FROM histogram_points FINAL WHERE project_id = ? AND service IN ? AND name IN ? AND time >= ? AND time < ?
-		GROUP BY b, name, bounds ORDER BY b, name`,
+		GROUP BY b, histogram, bounds ORDER BY b, histogram`,
 		max(int64(width/time.Second), 1), project, servers, serverHistogramNames, r.From, r.To)
 	if err != nil {
 		return nil, fmt.Errorf("load server histograms: %w", err)
@@ -235,7 +244,7 @@ func (q *Queries) serverHistograms(ctx context.Context, project uint32, servers 
 	out := make([]diagnose.HistogramBucket, 0, res.Len())
 	for i := range res.Len() {
 		row := res.Row(i)
-		out = append(out, diagnose.HistogramBucket{Start: row.Time("b"), Name: row.String("name"),
+		out = append(out, diagnose.HistogramBucket{Start: row.Time("b"), Name: row.String("histogram"),
 			Buckets: stats.Buckets{Bounds: row.Floats("bounds"), Counts: row.Floats("c")}})
 	}
 	return out, nil

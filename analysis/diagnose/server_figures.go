@@ -261,8 +261,12 @@ func (f *serverFigures) splitEvidence() Evidence {
 // componentEvidence quotes a component's server p95 and its resolution.
 func (f *serverFigures) componentEvidence(comp string) Evidence {
 	c := f.comps[comp]
-	text := fmt.Sprintf("Server %s p95 %s → %s (%s histogram of %s, interpolated within its buckets",
-		componentWords(comp), fmtMs(val(c.BaselineP95)), fmtMs(val(c.P95)), c.Histogram, strings.Join(f.sm.Servers, ", "))
+	what := c.Histogram + " histogram"
+	if _, batch := serverHistogramFallbacks[c.Histogram]; batch {
+		what += " (TGI's forward passes, per batch rather than per request)"
+	}
+	text := fmt.Sprintf("Server %s p95 %s → %s (%s of %s, interpolated within its buckets",
+		componentWords(comp), fmtMs(val(c.BaselineP95)), fmtMs(val(c.P95)), what, strings.Join(f.sm.Servers, ", "))
 	figs := figures("p95", val(c.P95), "baseline_p95", val(c.BaselineP95), "count", c.Count)
 	if c.ResolutionMs != nil {
 		text += fmt.Sprintf("; the p95 lies in a %s wide bucket", fmtMs(*c.ResolutionMs))

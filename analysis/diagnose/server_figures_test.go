@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -182,5 +183,37 @@ func TestGPUDecodeBound(t *testing.T) {
 				t.Fatalf("got %+v, want %s from %s", d, tc.kind, tc.metric)
 			}
 		})
+	}
+}
+
+// TGI exports no prefill histogram: its prefill forward passes stand in,
+// and the evidence says they are per batch; a server's own prefill
+// histogram comes first when both exist.
+func TestServerMetricsForwardPassFallback(t *testing.T) {
+	in, sm := metricsFleet(incident{prefill: 1.5})
+	var tgi []HistogramBucket
+	for _, h := range sm.Histograms {
+		if h.Name == HistPrefill {
+			h.Name = HistForwardPrefill
+		}
+		tgi = append(tgi, h)
+	}
+	sm.Histograms = tgi
+	in.ServerMetrics = &sm
+	d := Diagnose(in)
+	if d.Verdict != VerdictPrefill || d.ServerMetrics.Components[ComponentPrefill].Histogram != HistForwardPrefill {
+		t.Fatalf("verdict %s, prefill from %+v", d.Verdict, d.ServerMetrics.Components[ComponentPrefill])
+	}
+	said := false
+	for _, e := range d.Evidence {
+		said = said || strings.Contains(e.Text, "per batch rather than per request")
+	}
+	if !said {
+		t.Errorf("no evidence says the forward passes are per batch: %+v", d.Evidence)
+	}
+	both := sm
+	both.Histograms = append(slices.Clone(tgi), histMinute(in.Window.From, HistPrefill, latencyBounds, []float64{0.2}))
+	if got := serverComponents(both, in.Window, in.Baseline)[ComponentPrefill].Histogram; got != HistPrefill {
+		t.Errorf("prefill read from %s with the server's own histogram present", got)
 	}
 }

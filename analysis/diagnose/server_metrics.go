@@ -18,6 +18,11 @@ const (
 	HistTTFT    = "ttft_seconds"
 	HistITL     = "itl_seconds"
 	HistE2E     = "e2e_seconds"
+	// HistForward is TGI's batch forward pass (tgi_batch_forward_duration),
+	// read per label method as HistForwardPrefill and HistForwardDecode.
+	HistForward        = "forward_seconds"
+	HistForwardPrefill = "forward_prefill_seconds"
+	HistForwardDecode  = "forward_decode_seconds"
 
 	MetricPreemptions        = "preemptions_total"
 	MetricPrefixCacheHits    = "prefix_cache_hits_total"
@@ -35,6 +40,29 @@ const (
 var ServerHistogramNames = map[string]string{
 	HistQueue: ComponentQueue, HistPrefill: ComponentPrefill, HistDecode: ComponentDecode,
 	HistTTFT: ComponentTTFT, HistITL: ComponentITL, HistE2E: ComponentE2E,
+}
+
+// serverHistogramFallbacks stand in for a component no histogram above
+// measures: TGI exports no per-request prefill or decode time, only its
+// batches' forward passes, which grow with the prompts (prefill) and the
+// batch (decode) as the requests' own times do.
+var serverHistogramFallbacks = map[string]string{HistForwardPrefill: ComponentPrefill, HistForwardDecode: ComponentDecode}
+
+// serverHistograms lists every histogram a component is read from, a
+// fallback after the component's own.
+func serverHistograms() [][2]string {
+	var out [][2]string
+	for _, m := range []map[string]string{ServerHistogramNames, serverHistogramFallbacks} {
+		names := make([]string, 0, len(m))
+		for n := range m {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			out = append(out, [2]string{n, m[n]})
+		}
+	}
+	return out
 }
 
 // HistogramBucket is one server histogram summed over a chart bucket and
@@ -156,7 +184,11 @@ func quantileMs(b stats.Buckets, q float64) *float64 {
 // baseline.
 func serverComponents(sm ServerMetrics, window, baseline Range) map[string]ServerComponent {
 	out := map[string]ServerComponent{}
-	for name, comp := range ServerHistogramNames {
+	for _, h := range serverHistograms() {
+		name, comp := h[0], h[1]
+		if _, done := out[comp]; done {
+			continue // the component's own histogram
+		}
 		w, b := sumHistograms(sm.Histograms, name, window), sumHistograms(sm.Histograms, name, baseline)
 		if w.Total() <= 0 && b.Total() <= 0 {
 			continue
@@ -177,9 +209,10 @@ func serverComponents(sm ServerMetrics, window, baseline Range) map[string]Serve
 func serverSeries(series []Bucket, sm ServerMetrics, width time.Duration) {
 	for i := range series {
 		r := Range{From: series[i].Start, To: series[i].Start.Add(width)}
-		for name, comp := range ServerHistogramNames {
+		for _, h := range serverHistograms() {
+			name, comp := h[0], h[1]
 			if _, ok := series[i].P95[comp]; ok {
-				continue // the requests' own figure
+				continue // the requests' own figure, or the component's own histogram
 			}
 			if p := quantileMs(sumHistograms(sm.Histograms, name, r), 0.95); p != nil {
 				if series[i].P95 == nil {

@@ -47,7 +47,7 @@ func TestServerMetricNames(t *testing.T) {
 func TestServerMetricNamesMatchDiagnosis(t *testing.T) {
 	for ours, theirs := range map[string]string{
 		HistQueue: diagnose.HistQueue, HistPrefill: diagnose.HistPrefill, HistDecode: diagnose.HistDecode,
-		HistTTFT: diagnose.HistTTFT, HistITL: diagnose.HistITL, HistE2E: diagnose.HistE2E,
+		HistTTFT: diagnose.HistTTFT, HistITL: diagnose.HistITL, HistE2E: diagnose.HistE2E, HistForward: diagnose.HistForward,
 		MetricPreemptions: diagnose.MetricPreemptions, MetricPrefixCacheHits: diagnose.MetricPrefixCacheHits,
 		MetricPrefixCacheQuery: diagnose.MetricPrefixCacheQueries, MetricPrefixCacheRate: diagnose.MetricPrefixCacheHitRate,
 		MetricGPUDRAMActive: diagnose.MetricGPUDRAMActive, MetricGPUTensorActive: diagnose.MetricGPUTensorActive, MetricGPUSMActive: diagnose.MetricGPUSMActive,
