@@ -89,7 +89,7 @@ func (q *Queries) FillDetails(ctx context.Context, project uint32, reqs []teleme
 	traces := make([]string, 0, len(reqs))
 	at := make(map[[2]string]int, len(reqs))
 	for i := range reqs {
-		lo, hi = minTime(lo, reqs[i].Start), maxTime(hi, reqs[i].Start)
+		lo, hi = telemetry.MinTime(lo, reqs[i].Start), telemetry.MaxTime(hi, reqs[i].Start)
 		traces = append(traces, reqs[i].TraceID)
 		at[[2]string{reqs[i].TraceID, reqs[i].SpanID}] = i
 	}
@@ -106,18 +106,4 @@ func (q *Queries) FillDetails(ctx context.Context, project uint32, reqs []teleme
 		}
 	}
 	return nil
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }

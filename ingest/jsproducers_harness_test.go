@@ -317,8 +317,14 @@ func readFixture(t *testing.T, lib string) (jsProvenance, [][]byte) {
 // postOTLPJSON sends one OTLP/JSON trace export to the real receiver.
 func postOTLPJSON(t *testing.T, srv *apptest.Server, export []byte) {
 	t.Helper()
+	postOTLP(t, srv, export, "application/json")
+}
+
+// postOTLP sends one trace export of the content type to the real receiver.
+func postOTLP(t *testing.T, srv *apptest.Server, export []byte, contentType string) {
+	t.Helper()
 	req, _ := http.NewRequest("POST", "http://"+srv.OTLPHTTPAddr+"/v1/traces", bytes.NewReader(export))
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Authorization", "Bearer "+apptest.Key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -327,7 +333,7 @@ func postOTLPJSON(t *testing.T, srv *apptest.Server, export []byte) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || bytes.Contains(body, []byte("rejected")) {
-		t.Fatalf("replay export: %d %s", resp.StatusCode, body)
+		t.Fatalf("export (%s): %d %s", contentType, resp.StatusCode, body)
 	}
 }
 
