@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -37,12 +36,7 @@ func ServerBinary(t testing.TB) string {
 			buildErr = err
 			return
 		}
-		binPath = filepath.Join(dir, "tokenpath-server")
-		// By import path, so it builds from any package directory.
-		cmd := exec.Command("go", "build", "-o", binPath, "github.com/tokenpath/tokenpath/cmd/server")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/server: %v\n%s", err, out)
-		}
+		binPath, buildErr = BuildServer(context.Background(), dir)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -65,6 +59,8 @@ type ProcessOptions struct {
 	DatabaseURL string
 	// Env adds or overrides TOKENPATH_* variables.
 	Env []string
+	// Dir is the working directory; empty = this process's.
+	Dir string
 }
 
 // Process is tokenpath-server running as a child process in its own
@@ -82,8 +78,9 @@ type Process struct {
 }
 
 // StartProcess runs the binary bin (see ServerBinary) and returns once it
-// logged "tokenpath ready". The process group is killed at cleanup if the
-// test did not stop it, and the log tail is printed if the test failed.
+// logged "tokenpath ready" (Launch). The process group is killed at cleanup
+// if the test did not stop it, and the log tail is printed if the test
+// failed.
 func StartProcess(t testing.TB, bin string, opt ProcessOptions) *Process {
 	t.Helper()
 	if opt.DataDir == "" {
@@ -92,68 +89,17 @@ func StartProcess(t testing.TB, bin string, opt ProcessOptions) *Process {
 	if opt.DatabaseURL == "" {
 		opt.DatabaseURL = pgtest.URL(t)
 	}
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(),
-		"TOKENPATH_DATA_DIR="+opt.DataDir, "TOKENPATH_DATABASE_URL="+opt.DatabaseURL, "TOKENPATH_BOOTSTRAP_KEY="+Key,
-		"TOKENPATH_HTTP_ADDR=127.0.0.1:0", "TOKENPATH_OTLP_HTTP_ADDR=127.0.0.1:0", "TOKENPATH_OTLP_GRPC_ADDR=127.0.0.1:0",
-		"TOKENPATH_LOG_FORMAT=json", "TOKENPATH_LOG_LEVEL=info")
-	cmd.Env = append(cmd.Env, opt.Env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stderr, err := cmd.StderrPipe()
+	p, err := Launch(context.Background(), bin, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &Process{Cmd: cmd, DataDir: opt.DataDir, DatabaseURL: opt.DatabaseURL, done: make(chan struct{})}
-	type addrs struct{ ui, otlpHTTP, otlpGRPC string }
-	ready := make(chan addrs, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			p.logMu.Lock()
-			if p.log.Len() < 8<<20 {
-				p.log.Write(line)
-				p.log.WriteByte('\n')
-			}
-			p.logMu.Unlock()
-			var rec struct {
-				Msg      string `json:"msg"`
-				UI       string `json:"ui"`
-				OTLPHTTP string `json:"otlp_http"`
-				OTLPGRPC string `json:"otlp_grpc"`
-			}
-			if json.Unmarshal(line, &rec) == nil && rec.Msg == "tokenpath ready" {
-				ready <- addrs{rec.UI, rec.OTLPHTTP, rec.OTLPGRPC}
-			}
-		}
-		p.exitErr = cmd.Wait()
-		close(p.done)
-	}()
 	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
-		}
+		p.Kill()
 		if t.Failed() {
 			t.Logf("server log (tail):\n%s", p.LogTail(4000))
 		}
 	})
-	select {
-	case a := <-ready:
-		p.UI, p.OTLPHTTP, p.OTLPGRPC = a.ui, a.otlpHTTP, a.otlpGRPC
-		return p
-	case <-p.done:
-		t.Fatalf("server exited before ready (%v):\n%s", p.exitErr, p.LogTail(4000))
-	case <-time.After(90 * time.Second):
-		t.Fatalf("server not ready after 90s:\n%s", p.LogTail(4000))
-	}
-	return nil
+	return p
 }
 
 // Pid is the server's process id.
@@ -207,24 +153,11 @@ func (p *Process) Signal(t testing.TB, sig syscall.Signal) {
 // far (VmHWM) from /proc, in bytes.
 func (p *Process) Memory(t testing.TB) (rss, peak int64) {
 	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pid()) + "/status")
+	m, err := ReadMemory(p.Pid())
 	if err != nil {
-		t.Fatalf("read server status: %v", err)
+		t.Fatal(err)
 	}
-	field := func(name string) int64 {
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, name+":"); ok {
-				kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-				if err != nil {
-					t.Fatalf("parse %s %q: %v", name, v, err)
-				}
-				return kb << 10
-			}
-		}
-		t.Fatalf("no %s in /proc/<pid>/status", name)
-		return 0
-	}
-	return field("VmRSS"), field("VmHWM")
+	return m.RSS, m.Peak
 }
 
 // Metric sums every series of the named metric on the server's /metrics

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tokenpath/tokenpath/app"
+	"github.com/tokenpath/tokenpath/app/apptest"
 	"github.com/tokenpath/tokenpath/config"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 )
@@ -153,7 +154,7 @@ type ingestTarget struct {
 	dataDir                 string
 	inProcess               bool
 	stop                    func() error
-	serverLog               string
+	logTail                 func(n int) string // the server's log, when it runs apart
 	dropSchema              func()
 	dbURL                   string // the server's PostgreSQL (its own schema)
 	buildTime, startTime    time.Duration
@@ -278,7 +279,7 @@ func runIngest(ctx context.Context, opts ingestOptions) (*ingestReport, error) {
 			logf("%s: acknowledged %d spans (%.0f/s, steady %.0f/s acked, %.0f/s written), %d overloaded, %d failed; drained %.0f rows in %s",
 				tr, res.Max.Acked, res.Max.AckedRate, res.Max.SteadyAcked, res.Max.SteadyWrite, res.Max.Overloaded, res.Max.Failed, res.Max.Backlog, res.Max.Drain.Round(time.Millisecond))
 			if res.Max.Sustained <= 0 {
-				return fmt.Errorf("%s: no span was acknowledged (first error: %s); server log:\n%s", tr, res.Max.FirstError, tail(t.serverLog, 3000))
+				return fmt.Errorf("%s: no span was acknowledged (first error: %s); server log:\n%s", tr, res.Max.FirstError, t.log(3000))
 			}
 			rate := res.Max.Sustained / 2
 			if opts.FixedRate > 0 {
@@ -342,23 +343,14 @@ func startTarget(ctx context.Context, opts ingestOptions, work string) (*ingestT
 		return nil, err
 	}
 	t := &ingestTarget{dataDir: filepath.Join(work, "server"), dropSchema: drop, inProcess: opts.InProcess, dbURL: dbURL}
-	addrs := make([]string, 3)
-	for i := range addrs {
-		if addrs[i], err = freeAddr(); err != nil {
-			drop()
-			return nil, err
-		}
-	}
-	t.web, t.grpcAddr, t.httpAddr = addrs[0], addrs[1], addrs[2]
 	env := map[string]string{
 		"TOKENPATH_DATA_DIR":       t.dataDir,
 		"TOKENPATH_DATABASE_URL":   dbURL,
 		"TOKENPATH_BOOTSTRAP_KEY":  benchKey,
-		"TOKENPATH_HTTP_ADDR":      t.web,
-		"TOKENPATH_OTLP_GRPC_ADDR": t.grpcAddr,
-		"TOKENPATH_OTLP_HTTP_ADDR": t.httpAddr,
+		"TOKENPATH_HTTP_ADDR":      "127.0.0.1:0",
+		"TOKENPATH_OTLP_GRPC_ADDR": "127.0.0.1:0",
+		"TOKENPATH_OTLP_HTTP_ADDR": "127.0.0.1:0",
 		"TOKENPATH_LOG_FORMAT":     "json",
-		"TOKENPATH_LOG_LEVEL":      "warn",
 	}
 	if lib, err := clickhouse.LibraryPath(); err == nil {
 		env["TOKENPATH_CHDB_LIB"] = lib
@@ -398,7 +390,7 @@ func startTarget(ctx context.Context, opts ingestOptions, work string) (*ingestT
 		t.stop = func() error { stopProfile(); a.Stop(context.Background()); return nil }
 		return t, nil
 	}
-	bin, err := buildServer(ctx, work)
+	bin, err := apptest.BuildServer(ctx, work)
 	if err != nil {
 		drop()
 		return nil, err
@@ -408,39 +400,33 @@ func startTarget(ctx context.Context, opts ingestOptions, work string) (*ingestT
 	for k, v := range env {
 		envList = append(envList, k+"="+v)
 	}
-	t.serverLog = filepath.Join(work, "server.log")
+	// The server finds node_modules (libchdb) from its working directory.
+	root, _ := apptest.RepoRoot()
 	t1 := time.Now()
-	p, err := startServerProcess(ctx, bin, envList, t.web, t.serverLog)
-	// The ports were free when picked, not when the server bound them:
-	// another process (a parallel test package) may take one meanwhile.
-	for try := 0; try < 3 && err != nil && strings.Contains(err.Error(), "address already in use"); try++ {
-		for i := range addrs {
-			if addrs[i], err = freeAddr(); err != nil {
-				drop()
-				return nil, err
-			}
-		}
-		t.web, t.grpcAddr, t.httpAddr = addrs[0], addrs[1], addrs[2]
-		env["TOKENPATH_HTTP_ADDR"], env["TOKENPATH_OTLP_GRPC_ADDR"], env["TOKENPATH_OTLP_HTTP_ADDR"] = t.web, t.grpcAddr, t.httpAddr
-		envList = envList[:0]
-		for k, v := range env {
-			envList = append(envList, k+"="+v)
-		}
-		p, err = startServerProcess(ctx, bin, envList, t.web, t.serverLog)
-	}
+	p, err := apptest.Launch(ctx, bin, apptest.ProcessOptions{DataDir: t.dataDir, DatabaseURL: dbURL, Dir: root, Env: envList})
 	if err != nil {
 		drop()
 		return nil, err
 	}
 	t.startTime = time.Since(t1)
-	t.pid = p.pid()
+	t.pid = p.Pid()
+	t.web, t.grpcAddr, t.httpAddr = p.UI, p.OTLPGRPC, p.OTLPHTTP
+	t.logTail = p.LogTail
 	t.stop = func() error {
-		if err := p.stop(90 * time.Second); err != nil {
-			return fmt.Errorf("%w; log:\n%s", err, tail(t.serverLog, 3000))
+		if err := p.Terminate(90 * time.Second); err != nil {
+			return fmt.Errorf("%w; log:\n%s", err, p.LogTail(3000))
 		}
 		return nil
 	}
 	return t, nil
+}
+
+// log is the tail of the server's log (nothing for an app in this process).
+func (t *ingestTarget) log(n int) string {
+	if t.logTail == nil {
+		return ""
+	}
+	return t.logTail(n)
 }
 
 // attempt sends one export, retrying on overload (honouring the server's

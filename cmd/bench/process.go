@@ -2,25 +2,21 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/tokenpath/tokenpath/app/apptest"
 )
 
 // defaultDatabaseURL is the dev/CI machine's PostgreSQL (trust auth, db test).
@@ -78,165 +74,12 @@ func redact(u string) string {
 	return p.Redacted()
 }
 
-// repoRoot finds the module root (go.mod of github.com/tokenpath/tokenpath)
-// from the working directory up.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.Contains(b, []byte("module github.com/tokenpath/tokenpath\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run the bench inside the tokenpath repository (no go.mod found above the working directory)")
-		}
-		dir = parent
-	}
-}
+// memStatus is a process's resident memory (apptest.ReadMemory).
+type memStatus = apptest.Memory
 
-// buildServer compiles cmd/server into dir.
-func buildServer(ctx context.Context, dir string) (string, error) {
-	root, err := repoRoot()
-	if err != nil {
-		return "", err
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return "", fmt.Errorf("the go command is needed to build cmd/server: %w", err)
-	}
-	out := filepath.Join(dir, "tokenpath-server")
-	cmd := exec.CommandContext(ctx, goBin, "build", "-o", out, "./cmd/server")
-	cmd.Dir = root
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/server: %w\n%s", err, msg)
-	}
-	return out, nil
-}
-
-// freeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-// serverProcess is a tokenpath server running as its own process.
-type serverProcess struct {
-	cmd     *exec.Cmd
-	exited  chan error
-	logPath string
-}
-
-// startServerProcess runs bin with env and waits for /readyz.
-func startServerProcess(ctx context.Context, bin string, env []string, webAddr, logPath string) (*serverProcess, error) {
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin)
-	if root, err := repoRoot(); err == nil {
-		cmd.Dir = root // the server finds node_modules (libchdb) from its working directory
-	}
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("start server: %w", err)
-	}
-	p := &serverProcess{cmd: cmd, exited: make(chan error, 1), logPath: logPath}
-	go func() { p.exited <- cmd.Wait(); logf.Close() }()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		select {
-		case err := <-p.exited:
-			p.exited <- err
-			return nil, fmt.Errorf("server exited during start (%v); log:\n%s", err, tail(logPath, 4000))
-		case <-ctx.Done():
-			p.kill()
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-		resp, err := http.Get("http://" + webAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			p.kill()
-			return nil, fmt.Errorf("server not ready after 90 s; log:\n%s", tail(logPath, 4000))
-		}
-	}
-}
-
-func (p *serverProcess) pid() int { return p.cmd.Process.Pid }
-
-// stop sends SIGTERM (the server flushes what it acknowledged) and waits.
-func (p *serverProcess) stop(timeout time.Duration) error {
-	_ = p.cmd.Process.Signal(os.Interrupt)
-	select {
-	case err := <-p.exited:
-		p.exited <- err
-		if err != nil {
-			return fmt.Errorf("server exit: %w", err)
-		}
-		return nil
-	case <-time.After(timeout):
-		p.kill()
-		return fmt.Errorf("server did not stop within %s; killed", timeout)
-	}
-}
-
-func (p *serverProcess) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.exited
-	p.exited <- nil
-}
-
-func tail(path string, n int) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
-}
-
-// memStatus is a process's resident memory from /proc/<pid>/status.
-type memStatus struct {
-	RSS, Peak int64 // VmRSS and VmHWM, bytes
-	File      int64 // RssFile: mapped files, mostly libchdb's code
-}
-
+// readMem reads pid's memory; zero when it cannot (the process is gone).
 func readMem(pid int) memStatus {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return memStatus{}
-	}
-	defer f.Close()
-	var m memStatus
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		switch k {
-		case "VmRSS":
-			m.RSS = kb << 10
-		case "VmHWM":
-			m.Peak = kb << 10
-		case "RssFile":
-			m.File = kb << 10
-		}
-	}
+	m, _ := apptest.ReadMemory(pid)
 	return m
 }
 
