@@ -30,6 +30,17 @@ type ServiceOverview struct {
 	OutputTokens int64
 	// Trend is TTFT p95 per bucket, aligned with Overview.Buckets.
 	Trend []*float64
+	// Partners are the services on the other side of its calls: the
+	// inference servers a client called, the clients a server served
+	// (sorted, at most 20). Unpaired: some of its requests had none (a
+	// managed API call, a server span without its client).
+	Partners []string
+	Unpaired bool
+	// SameRequestsAs names the partner whose requests are exactly this
+	// service's (an app calling only one inference server that serves only
+	// it): the two rows are one set of requests seen from both sides, and
+	// get one verdict (VerdictService).
+	SameRequestsAs string
 }
 
 // ModelOverview is one model's traffic in a window.
@@ -111,6 +122,7 @@ func (q *Queries) Overview(ctx context.Context, r OverviewRequest) (Overview, er
 	if len(out.Services) == 0 {
 		return out, nil
 	}
+	pairServices(out.Services)
 	index := map[string]int{}
 	for i, s := range out.Services {
 		index[s.Service] = i
@@ -177,6 +189,7 @@ func (q *Queries) overviewRollups(ctx context.Context, r OverviewRequest, width 
 			ErrorRate: float64(row.Int("errors")) / float64(n), ColdStarts: int(row.Int("cold_starts")),
 			InputTokens: row.Int("input_tokens_sum"), OutputTokens: row.Int("output_tokens_sum"),
 			Role: serviceRole(row.Bool("is_client"), row.Bool("is_server"))}
+		s.setPartners(row.Strings("partners"))
 		sort.Strings(s.Models)
 		services = append(services, s)
 	}
@@ -215,7 +228,7 @@ func known(x float64) *float64 {
 // overviewServicesRead is the overview's per-service rollup read.
 func overviewServicesRead(base rollupRead) rollupRead {
 	base.nameJoin, base.groupBy, base.hists = true, []string{"name"}, []string{"ttft_ms", "itl_ms"}
-	base.extra = ", max(name = service) AS is_client, max(name = server_service) AS is_server, groupUniqArray(20)(model) AS models"
+	base.extra = ", max(name = service) AS is_client, max(name = server_service) AS is_server, groupUniqArray(20)(model) AS models, " + partnerExpr
 	return base
 }
 
@@ -409,7 +422,7 @@ func scaled(n int64, scale float64) int64 { return int64(math.Round(float64(n) *
 func (q *Queries) overviewServices(ctx context.Context, r OverviewRequest, src overviewSource) ([]ServiceOverview, error) {
 	filter, fargs := src.serviceFilter()
 	res, err := q.CH.Query(ctx, `SELECT name, max(name = service) AS is_client, max(name = server_service) AS is_server,
-			groupUniqArray(20)(model) AS models, count() AS n,
+			groupUniqArray(20)(model) AS models, `+partnerExpr+`, count() AS n,
 			quantiles(0.5, 0.95, 0.99)(ttft_ms) AS ttft, quantile(0.5)(itl_ms) AS itl_p50, avg(error) AS error_rate,
 			sum(cold_start) AS cold_starts, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens
 		FROM `+src.final()+` ARRAY JOIN `+serviceNames+`
@@ -428,6 +441,7 @@ func (q *Queries) overviewServices(ctx context.Context, r OverviewRequest, src o
 			InputTokens: scaled(row.Int("input_tokens"), src.scale), OutputTokens: scaled(row.Int("output_tokens"), src.scale),
 		}
 		s.Role = serviceRole(row.Bool("is_client"), row.Bool("is_server"))
+		s.setPartners(row.Strings("partners"))
 		sort.Strings(s.Models)
 		out = append(out, s)
 	}

@@ -92,13 +92,18 @@ func (s *Server) overviewPage(c echo.Context) error {
 		row := serviceRow(so, rangeQuery, slos, statuses)
 		// The busiest services get a verdict: from the cache, or loaded by
 		// htmx after the page is shown (each one is a diagnosis).
+		// An app and the inference server that saw exactly its requests
+		// share one verdict: the app's (analysis.ServiceOverview.VerdictService).
 		if i < overviewVerdicts {
-			vr, guard := s.verdictRequest(ctx, project, rng, so.Service, slos)
+			vr, guard := s.verdictRequest(ctx, project, rng, so.VerdictService(), slos)
 			if verdict, ok := q.CachedServiceVerdict(vr); ok {
 				guard.ExplainVerdict(&verdict)
-				row.Verdict, row.VerdictTitle = string(verdict.Verdict), verdict.Summary
+				row.Verdict, row.VerdictTitle = string(verdict.Verdict), pairedTitle(so, verdict.Summary)
 			} else {
-				vq := url.Values{"part": {"verdict"}, "service": {so.Service}}
+				vq := url.Values{"part": {"verdict"}, "service": {so.VerdictService()}}
+				if so.VerdictService() != so.Service {
+					vq.Set("for", so.Service)
+				}
 				for k, vs := range rangeQuery {
 					vq[k] = vs
 				}
@@ -192,6 +197,9 @@ func (s *Server) verdictPart(c echo.Context, q overviewQueries, project uint32, 
 		row.VerdictTitle = "The diagnosis could not run (request id " + requestID(c) + " in the server log)"
 	} else {
 		row.Verdict, row.VerdictTitle = string(verdict.Verdict), verdict.Summary
+		if f := c.QueryParam("for"); f != "" && f != service {
+			row.VerdictTitle = pairedTitle(analysis.ServiceOverview{Service: f, Role: "server", SameRequestsAs: service}, verdict.Summary)
+		}
 	}
 	return render(c, http.StatusOK, views.VerdictCell(row))
 }
@@ -244,8 +252,35 @@ func serviceRow(so analysis.ServiceOverview, rangeQuery url.Values, slos []postg
 		SLO:   serviceSLOCell(so.Service, slos, statuses),
 		Trend: sparkline(so.Trend, "TTFT p95"),
 	}
+	row.PairVerb, row.PairNames, row.PairMore = pairNames(so)
+	row.SamePair = so.SameRequestsAs != ""
 	row.VerdictTitle = "Not diagnosed on the overview: open the service"
 	return row
+}
+
+// pairNames names the services on the other side of a service's calls:
+// the verb, the first three and how many more.
+func pairNames(so analysis.ServiceOverview) (verb string, names []string, more int) {
+	if len(so.Partners) == 0 {
+		return "", nil, 0
+	}
+	verb = "calls"
+	if so.Role == "server" {
+		verb = "serves"
+	}
+	names = so.Partners
+	if len(names) > 3 {
+		names, more = names[:3], len(names)-3
+	}
+	return verb, names, more
+}
+
+// pairedTitle says, on the server row of a pair, whose verdict it shows.
+func pairedTitle(so analysis.ServiceOverview, summary string) string {
+	if so.VerdictService() != so.Service {
+		return "Same requests as " + so.VerdictService() + ", diagnosed once: " + summary
+	}
+	return summary
 }
 
 func roleLabel(role string) string {
