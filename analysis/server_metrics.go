@@ -231,12 +231,16 @@ func matchEndpoint(endpoint string, instances []string) bool {
 }
 
 // serverHistograms sums the servers' histogram intervals per chart bucket
-// and name (and bucket layout) over r.
+// and name (and bucket layout) over r. FINAL folds a replayed log's
+// duplicates within each day's partition only (a duplicate has its
+// original's time, so its day): a day the engine has merged into one part
+// is then read without folding (BenchmarkHistogramRows, read_24h_merged*).
 func (q *Queries) serverHistograms(ctx context.Context, project uint32, servers []string, width time.Duration, r diagnose.Range) ([]diagnose.HistogramBucket, error) {
 	res, err := q.CH.Query(ctx, `SELECT toStartOfInterval(time, toIntervalSecond(?)) AS b, `+forwardName+` AS histogram, bounds,
 		arrayMap(x -> toFloat64(x), sumForEach(counts)) AS c
 		FROM histogram_points FINAL WHERE project_id = ? AND service IN ? AND name IN ? AND time >= ? AND time < ?
-		GROUP BY b, histogram, bounds ORDER BY b, histogram`,
+		GROUP BY b, histogram, bounds ORDER BY b, histogram
+		SETTINGS do_not_merge_across_partitions_select_final = 1`,
 		max(int64(width/time.Second), 1), project, servers, serverHistogramNames, r.From, r.To)
 	if err != nil {
 		return nil, fmt.Errorf("load server histograms: %w", err)

@@ -98,6 +98,8 @@ func BenchmarkHistogramRows(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	// The read of analysis/server_metrics.go (serverHistograms) without
+	// its settings, which the variants below add.
 	const read = `SELECT toStartOfInterval(time, toIntervalSecond(?)) AS b, name, bounds,
 		arrayMap(x -> toFloat64(x), sumForEach(counts)) AS c
 		FROM histogram_points FINAL WHERE project_id = ? AND service IN ? AND name IN ? AND time >= ? AND time < ?
@@ -110,7 +112,20 @@ func BenchmarkHistogramRows(b *testing.B) {
 		sql    string
 	}{{"read_1h", time.Hour, 60, read}, {"read_24h", 24 * time.Hour, 1800, read},
 		// Without FINAL: what folding a replayed log's duplicates costs.
-		{"read_24h_no_final", 24 * time.Hour, 1800, strings.Replace(read, " FINAL", "", 1)}} {
+		{"read_24h_no_final", 24 * time.Hour, 1800, strings.Replace(read, " FINAL", "", 1)},
+		// FINAL within each day's partition (a series' duplicates share
+		// their time, hence their day), as analysis reads it: a day merged
+		// into one part needs no folding at all.
+		{"read_24h_final_by_partition", 24 * time.Hour, 1800, read + " SETTINGS do_not_merge_across_partitions_select_final = 1"},
+		// The same two once the day is merged into one part, as the
+		// engine's merges leave a day that no longer takes inserts.
+		{"read_24h_merged", 24 * time.Hour, 1800, read},
+		{"read_24h_merged_final_by_partition", 24 * time.Hour, 1800, read + " SETTINGS do_not_merge_across_partitions_select_final = 1"}} {
+		if w.name == "read_24h_merged" {
+			if err := s.Exec(ctx, "OPTIMIZE TABLE histogram_points FINAL"); err != nil {
+				b.Fatal(err)
+			}
+		}
 		b.Run(w.name, func(b *testing.B) {
 			from := day.Add(24*time.Hour - w.window)
 			for i := 0; i < b.N; i++ {
