@@ -164,8 +164,9 @@ func (p Phase) Contains(t time.Time) bool { return !t.Before(p.From) && t.Before
 
 // BackfillPhases plans historical incidents over [from, to): the window is
 // cut into one slot per incident kind and each incident fills the last
-// quarter of its slot, so the three quarters before it are a clean healthy
-// baseline (Tokenpath's default baseline is the preceding 3× window).
+// quarter of its slot (at most maxIncident), so the rest of it is a clean
+// healthy baseline (Tokenpath's default baseline is the preceding 3×
+// window).
 // Kinds that would get less than minIncident are dropped from the start of
 // the list, so KV saturation stays last: live traffic's first incident is
 // KV saturation again, a second repeat of the same incident with the
@@ -182,7 +183,7 @@ func BackfillPhases(from, to time.Time) []Phase {
 	phases := make([]Phase, 0, len(kinds))
 	for i, k := range kinds {
 		end := from.Add(slot * time.Duration(i+1))
-		phases = append(phases, Phase{Incident: k, From: end.Add(-slot / 4), To: end})
+		phases = append(phases, Phase{Incident: k, From: end.Add(-min(slot/4, maxIncident)), To: end})
 	}
 	return phases
 }
@@ -192,6 +193,12 @@ func BackfillPhases(from, to time.Time) []Phase {
 // pod start (up to 45 s) and some traffic, all inside the phase, or held
 // requests spill into the next incident's baseline.
 const minIncident = 2 * time.Minute
+
+// maxIncident caps a backfilled incident: a KV saturation's queue grows for
+// as long as the surge lasts (a 7.5-minute one held requests for minutes
+// and took six more to drain into live traffic's healthy stretch), and
+// five minutes already span several of the episode detector's minutes.
+const maxIncident = 5 * time.Minute
 
 // Live rotation: a long healthy stretch, then an incident. Healthy lasts
 // four times the incident: one for the previous incident's aftermath to

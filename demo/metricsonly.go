@@ -51,10 +51,18 @@ type MetricsOnlyServer struct {
 	srv     *http.Server
 
 	mu     sync.Mutex
-	replay [][]byte
+	replay []snapshot
+	// replayed is the time of the newest snapshot a scrape has read.
+	replayed time.Time
 	// live: the history is all in replay; once it is read, scrapes get
 	// the current state.
 	live bool
+}
+
+// snapshot is the server's /metrics page at one instant of the history.
+type snapshot struct {
+	at   time.Time
+	page []byte
 }
 
 // StartMetricsOnlyServer listens on 127.0.0.1 at a free port and serves
@@ -90,6 +98,17 @@ func (m *MetricsOnlyServer) Replaying() int {
 	return len(m.replay)
 }
 
+// replayedTo is how far the scrapes have read the history: the newest
+// snapshot's time, or the end of the history once all of it was read.
+func (m *MetricsOnlyServer) replayedTo(end time.Time) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.live && len(m.replay) == 0 {
+		return end
+	}
+	return m.replayed
+}
+
 // historyDone marks the end of the history: once the replay is read,
 // scrapes get the current state.
 func (m *MetricsOnlyServer) historyDone() {
@@ -114,7 +133,8 @@ func (m *MetricsOnlyServer) serveMetrics(w http.ResponseWriter, _ *http.Request)
 	m.mu.Lock()
 	var page []byte
 	if len(m.replay) > 0 {
-		page, m.replay = m.replay[0], m.replay[1:]
+		page, m.replayed = m.replay[0].page, m.replay[0].at
+		m.replay = m.replay[1:]
 	}
 	live := m.live
 	m.mu.Unlock()
@@ -145,6 +165,10 @@ type summarizer struct {
 	// replayUntil: snapshots are taken for the replay before this time
 	// (the backfill); live traffic is scraped as it happens.
 	replayUntil time.Time
+	// held are the backfill's doc-summarizer spans, sent as the scrapes
+	// reach their time: a call that arrived hours before its server's
+	// metrics would be diagnosed without them (as a managed API's).
+	held []Span
 }
 
 // addSummarizer puts doc-summarizer and its vLLM into the simulation,
@@ -245,9 +269,26 @@ func (s *sim) completeSummary(c *ragCall) {
 		RunningAtAdmit: c.runningAtAdmit, KVUsageAtArrival: c.kvAtArrival, WaitingAtArrival: c.waitingAtArrival,
 	}
 	s.at(rootEnd, func() {
-		s.out.Spans = append(s.out.Spans, spans...)
+		if s.now.Before(sm.replayUntil) {
+			sm.held = append(sm.held, spans...)
+		} else {
+			s.out.Spans = append(s.out.Spans, spans...)
+		}
 		s.out.Requests = append(s.out.Requests, req)
 	})
+}
+
+// release hands over the held spans that ended by the time the scrapes
+// have read the history to.
+func (sm *summarizer) release() []Span {
+	to := sm.server.replayedTo(sm.replayUntil)
+	n := 0
+	for n < len(sm.held) && !sm.held[n].End.After(to) {
+		n++
+	}
+	out := sm.held[:n:n]
+	sm.held = sm.held[n:]
+	return out
 }
 
 // setGauges sets the server's scheduler gauges, as vLLM updates them
@@ -266,7 +307,7 @@ func (s *sim) snapshot() {
 	sm.setGauges(s.eng)
 	if page, err := sm.server.Metrics.Exposition(s.now); err == nil {
 		sm.server.mu.Lock()
-		sm.server.replay = append(sm.server.replay, page)
+		sm.server.replay = append(sm.server.replay, snapshot{at: s.now, page: page})
 		sm.server.mu.Unlock()
 	}
 	step := replayOldStep
@@ -280,6 +321,7 @@ func (s *sim) snapshot() {
 // while Run runs.
 type metricsOnlyRun struct {
 	cfg    Config
+	sim    *sim
 	server *MetricsOnlyServer
 	live   bool // the target is at its live interval
 }
@@ -304,7 +346,7 @@ func startMetricsOnly(ctx context.Context, cfg Config, s *sim, now time.Time) (*
 	s.addSummarizer(srv, now)
 	cfg.Log.Info("demo: "+summaryService+" calls "+summaryServer+", a vLLM with tracing off, known by its /metrics",
 		"url", srv.URL(), "replay_scrapes", replayScrapes(s.origin, now))
-	return &metricsOnlyRun{cfg: cfg, server: srv}, nil
+	return &metricsOnlyRun{cfg: cfg, sim: s, server: srv}, nil
 }
 
 // replayScrapes is how many history snapshots a backfill over [from, to)
@@ -321,18 +363,21 @@ func replayScrapes(from, to time.Time) int {
 	return n
 }
 
-// afterReplay moves the target to its live interval once the scraper has
+// replayed returns the held doc-summarizer spans the scrapes have caught
+// up with, and moves the target to its live interval once the scraper has
 // read the whole history.
-func (m *metricsOnlyRun) afterReplay(ctx context.Context) {
+func (m *metricsOnlyRun) replayed(ctx context.Context) *Scenario {
+	out := &Scenario{Spans: m.sim.summary.release()}
 	if m.live || m.server.Replaying() > 0 {
-		return
+		return out
 	}
 	if err := m.cfg.ScrapeTarget(ctx, m.server.URL(), summaryServer, liveScrape); err != nil {
 		m.cfg.Log.Warn("demo: cannot move the metrics-only scrape target to its live interval", "err", err)
-		return
+		return out
 	}
 	m.live = true
 	m.cfg.Log.Info("demo: "+summaryServer+"'s history is replayed; scraped every "+liveScrape.String()+" from now on", "url", m.server.URL())
+	return out
 }
 
 // stop removes the scrape target (the server goes with the demo) and

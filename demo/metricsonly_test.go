@@ -73,8 +73,21 @@ func TestMetricsOnlyServerReplaysThenServesLive(t *testing.T) {
 		t.Errorf("%d snapshots for 30 min, want one every 30 s (59), as replayScrapes says (%d)", n, replayScrapes(from, to))
 	}
 	srv.historyDone()
-	var last time.Time
-	var lastCount float64
+	// doc-summarizer's spans wait for the scrapes to reach their time.
+	if held := s.summary.release(); len(held) != 0 {
+		t.Errorf("%d spans released before any scrape", len(held))
+	}
+	_, page := scrapeOnce(t, srv)
+	lastCount, last := queueSample(t, page)
+	spans := s.summary.release()
+	for _, sp := range spans {
+		if sp.End.After(last) {
+			t.Fatalf("span ending %v released when the scrapes had read up to %v", sp.End, last)
+		}
+	}
+	if len(spans) == 0 {
+		t.Errorf("no span released once the scrapes read %v", last)
+	}
 	for srv.Replaying() > 0 {
 		code, page := scrapeOnce(t, srv)
 		count, at := queueSample(t, page)
@@ -90,6 +103,10 @@ func TestMetricsOnlyServerReplaysThenServesLive(t *testing.T) {
 
 	s.drain()
 	sc := s.take()
+	sc.Spans = append(sc.Spans, append(spans, s.summary.release()...)...)
+	if len(s.summary.held) != 0 {
+		t.Errorf("%d spans still held after the replay", len(s.summary.held))
+	}
 	host, port := srv.Addr()
 	var healthy, surge []float64
 	for _, r := range sc.Requests {
@@ -105,11 +122,13 @@ func TestMetricsOnlyServerReplaysThenServesLive(t *testing.T) {
 			healthy = append(healthy, ms(r.Queue))
 		}
 	}
+	calls := 0
 	for _, sp := range sc.Spans {
 		if sp.Resource.Service == summaryServer {
 			t.Fatalf("a span of %s: its tracing is off", summaryServer)
 		}
 		if sp.Resource.Service == summaryService && sp.Kind == KindClient {
+			calls++
 			a, _ := sp.Attr("server.address")
 			p, _ := sp.Attr("server.port")
 			if a != host || p != int64(port) {
@@ -117,9 +136,23 @@ func TestMetricsOnlyServerReplaysThenServesLive(t *testing.T) {
 			}
 		}
 	}
+	if calls != len(healthy)+len(surge)+countAfter(sc, phases[0].To) {
+		t.Errorf("%d doc-summarizer client spans sent for %d calls", calls, len(healthy)+len(surge)+countAfter(sc, phases[0].To))
+	}
 	// ~0.8 calls a second; the surge's queue is the model's (KV full).
 	if len(healthy) < 600 || percentile(healthy, .95) > 300 || percentile(surge, .95) < 5000 {
 		t.Errorf("doc-summarizer queue p95 %.0f ms healthy (%d calls) → %.0f ms in the surge; want within vLLM's first bucket, then seconds",
 			percentile(healthy, .95), len(healthy), percentile(surge, .95))
 	}
+}
+
+// countAfter counts doc-summarizer's healthy calls from t on.
+func countAfter(sc *Scenario, t time.Time) int {
+	n := 0
+	for _, r := range sc.Requests {
+		if r.Service == summaryService && r.Incident != BatchSurge && !r.Start.Before(t) {
+			n++
+		}
+	}
+	return n
 }

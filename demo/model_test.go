@@ -368,8 +368,14 @@ func TestBackfillPhases(t *testing.T) {
 	if got := BackfillPhases(base, base.Add(10*time.Minute)); len(got) != 1 || got[0].Incident != KVSaturation {
 		t.Errorf("10 min backfill: %+v, want one %s", got, KVSaturation)
 	}
-	if got := BackfillPhases(base, base.Add(DefaultBackfill)); len(got) != len(Incidents) || got[len(got)-1].Incident != LiveIncidents[0] {
+	got := BackfillPhases(base, base.Add(DefaultBackfill))
+	if len(got) != len(Incidents) || got[len(got)-1].Incident != LiveIncidents[0] {
 		t.Errorf("default backfill: %+v, want every incident, the last one live traffic's first", got)
+	}
+	for _, p := range got {
+		if p.To.Sub(p.From) != maxIncident {
+			t.Errorf("default backfill: %s lasts %v, want %v", p.Incident, p.To.Sub(p.From), maxIncident)
+		}
 	}
 	// Every phase leaves a cold start room to go to zero and come back.
 	for _, d := range []time.Duration{10 * time.Minute, 30 * time.Minute, time.Hour, 3 * time.Hour} {

@@ -133,7 +133,9 @@ func Run(ctx context.Context, cfg Config, backfill time.Duration) error {
 			return ignoreCancel(err)
 		}
 		if metricsOnly != nil {
-			metricsOnly.afterReplay(ctx)
+			if err := ship(metricsOnly.replayed(ctx)); err != nil {
+				return ignoreCancel(err)
+			}
 		}
 	}
 }
