@@ -52,11 +52,14 @@ func (q *Queries) Coverage(ctx context.Context, project uint32, from, to time.Ti
 		where += " AND service = ?"
 		args = append(args, service)
 	}
-	// A client measured the TTFT where the row has a client span and its
-	// TTFT is not the server's: a client-only row, or a network figure
-	// (client TTFT − server TTFT).
+	// A client measured the TTFT where the row's TTFT source is a client
+	// key (migration 0023), never where it is the server's; a row without
+	// a recorded key counts where it has a client span and its TTFT is not
+	// the server's: a client-only row, or a network figure (client TTFT −
+	// server TTFT).
 	r, err := q.CH.Query(ctx, `SELECT service, toInt64(count()) AS requests,
-		toInt64(countIf(ttft_ms IS NOT NULL AND service != server_service AND (server_service = '' OR network_ms IS NOT NULL))) AS client_ttft,
+		toInt64(countIf(ttft_ms IS NOT NULL AND ttft_source != 'server' AND (ttft_source NOT IN ('', 'unrecorded') OR
+			service != server_service AND (server_service = '' OR network_ms IS NOT NULL)))) AS client_ttft,
 		toInt64(countIf(queue_ms IS NOT NULL OR prefill_ms IS NOT NULL)) AS server_split,
 		toInt64(countIf(join_method = 'trace')) AS by_trace, toInt64(countIf(join_method = 'id')) AS by_id,
 		toInt64(countIf(join_method = 'match')) AS by_match, toInt64(countIf(server_service = '')) AS client_only,
