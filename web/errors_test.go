@@ -28,6 +28,21 @@ func apiGet(t *testing.T, srv *apptest.Server, path string) (int, string, string
 	return resp.StatusCode, resp.Header.Get("X-Request-Id"), string(body)
 }
 
+// apiPut calls PUT path of the API with the test key and a JSON body.
+func apiPut(t *testing.T, srv *apptest.Server, path, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, "http://"+srv.HTTPAddr+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+apptest.Key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
+}
+
 // Windows the engine cannot hold (far future, before 1970, a `last` that
 // overflows) are refused with a sentence, not passed to ClickHouse.
 func TestWindowBounds(t *testing.T) {

@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,16 +14,7 @@ import (
 // putMappings PUTs the mappings API and returns its status and body.
 func putMappings(t *testing.T, srv *apptest.Server, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPut, "http://"+srv.HTTPAddr+"/api/v1/settings/server-mappings", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+apptest.Key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(raw)
+	return apiPut(t, srv, "/api/v1/settings/server-mappings", body)
 }
 
 // Gateway mappings are saved from the settings form and the API, read

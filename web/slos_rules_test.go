@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -16,21 +15,6 @@ import (
 )
 
 var sloRulesAction = regexp.MustCompile(`action="(/slos/\d+/rules)"`)
-
-// apiPut calls PUT path of the API with the test key and a JSON body.
-func apiPut(t *testing.T, srv *apptest.Server, path, body string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPut, "http://"+srv.HTTPAddr+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+apptest.Key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(out)
-}
 
 // The SLO page says when each burn rule fires for the SLO's budget (the
 // bad share it needs, capped), takes an SLO's own rules and explains bad

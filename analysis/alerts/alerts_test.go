@@ -2,11 +2,7 @@ package alerts
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -49,16 +45,7 @@ func TestBurnRuleFiresForP95SLO(t *testing.T) {
 		t.Errorf("the capped rule does not fire: %+v", uncapped.Rules[0])
 	}
 
-	var mu sync.Mutex
-	var posts []WebhookMessage
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var m WebhookMessage
-		_ = json.NewDecoder(r.Body).Decode(&m)
-		mu.Lock()
-		posts = append(posts, m)
-		mu.Unlock()
-	}))
-	defer hook.Close()
+	hook := recordWebhook(t)
 	settings := &analysis.StoredSettings{PG: a.PG}
 	if err := settings.SaveAlertRule(ctx, 1, analysis.AlertRule{WebhookURL: hook.URL, Enabled: true}); err != nil {
 		t.Fatal(err)
@@ -68,9 +55,7 @@ func TestBurnRuleFiresForP95SLO(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("Evaluate posted %d (%v), want 1", n, err)
 	}
-	mu.Lock()
-	text := posts[0].Text
-	mu.Unlock()
+	text := hook.texts()[0]
 	for _, want := range []string{"SLO burning fast: chat — TTFT p95 < 1.0 s", "the rule fires at 10×", "Queueing", "http://tokenpath.test/diagnose?"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("alert lacks %q:\n%s", want, text)

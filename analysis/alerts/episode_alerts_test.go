@@ -31,16 +31,7 @@ func TestEpisodeAlertPostsTheEpisodeDiagnosis(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := start.Add(300 * time.Minute)
-	var mu sync.Mutex
-	var posts []WebhookMessage
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var m WebhookMessage
-		_ = json.NewDecoder(r.Body).Decode(&m)
-		mu.Lock()
-		posts = append(posts, m)
-		mu.Unlock()
-	}))
-	defer hook.Close()
+	hook := recordWebhook(t)
 	settings := &analysis.StoredSettings{PG: a.PG}
 	q := &analysis.Queries{CH: a.CH}
 	e := &AlertEvaluator{Queries: q, PG: a.PG, Settings: settings, PublicURL: "http://tokenpath.test", Now: func() time.Time { return now }}
@@ -61,9 +52,7 @@ func TestEpisodeAlertPostsTheEpisodeDiagnosis(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("Evaluate posted %d (%v), want 2 (chat and vllm)", n, err)
 	}
-	mu.Lock()
-	text := posts[0].Text + "\n" + posts[1].Text
-	mu.Unlock()
+	text := strings.Join(hook.texts(), "\n")
 	since := start.Add(285 * time.Minute).Format("15:04")
 	for _, want := range []string{"Episode under way: chat — Queueing since " + since + " UTC", "Episode under way: vllm — Queueing since " + since,
 		"http://tokenpath.test/diagnose?baseline_from="} {
@@ -79,4 +68,36 @@ func TestEpisodeAlertPostsTheEpisodeDiagnosis(t *testing.T) {
 	if err != nil || len(stored) != 2 || !stored[0].Delivered {
 		t.Errorf("stored alerts %+v (%v), want 2 delivered", stored, err)
 	}
+}
+
+// webhookRecorder is a webhook on 127.0.0.1 that keeps the messages
+// posted to it.
+type webhookRecorder struct {
+	*httptest.Server
+	mu    sync.Mutex
+	posts []WebhookMessage
+}
+
+func recordWebhook(t *testing.T) *webhookRecorder {
+	w := &webhookRecorder{}
+	w.Server = httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		var m WebhookMessage
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		w.mu.Lock()
+		w.posts = append(w.posts, m)
+		w.mu.Unlock()
+	}))
+	t.Cleanup(w.Close)
+	return w
+}
+
+// texts are the posted messages' text, in order.
+func (w *webhookRecorder) texts() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, len(w.posts))
+	for i, m := range w.posts {
+		out[i] = m.Text
+	}
+	return out
 }
