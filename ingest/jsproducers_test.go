@@ -234,6 +234,23 @@ func checkRequests(t *testing.T, srv *apptest.Server, prov jsProvenance, rows []
 		}
 		tokens("input_tokens", cw.In, tm.InputTokens)
 		tokens("output_tokens", cw.Out, tm.Tokens)
+		// No server span here: the counts, when sent, are the client's.
+		if cw.In == tokensNone && cw.Out == tokensNone {
+			field("token_source", "none", equal("none"))
+		} else {
+			field("token_source", "client", equal("client"))
+		}
+		// A client TTFT says where it came from; none is never the server's.
+		if cw.TTFT == ttftNone {
+			field("ttft_source", "none", equal("none"))
+		} else {
+			field("ttft_source", "a client key", func(got any) error {
+				if got != "client_attribute" && got != "chunk_event" {
+					return fmt.Errorf("not a client source")
+				}
+				return nil
+			})
+		}
 		// The fake's last byte leaves FIRST_TOKEN_MS + decode after the
 		// request arrived: no call can be shorter.
 		field("e2e_ms", fmt.Sprintf("≥ %v", first+decode), between(ms(first+decode)-2, math.Inf(1)))
