@@ -36,6 +36,7 @@ var requestColumns = []struct {
 	{"Model", "", "", false, false, views.HideBelowMedium},
 	{"Instance", "Inference instance that served it", "", false, false, views.HideBelowSmall},
 	{"Pre-inf.", "Pre-inference: app work before the model call (retrieval, tools)", "pre_inference", true, false, views.HideBelowMedium},
+	{"Cold wait", "Cold-start wait: held until a new instance was ready", "cold_start_wait", true, false, views.HideBelowMedium},
 	{"Queue", "Wait in the inference server's queue", "queue", true, false, ""},
 	{"Prefill", "Reading the prompt", "prefill", true, false, ""},
 	{"Network", "Client TTFT − server TTFT, both directions", "network", true, false, ""},
@@ -47,6 +48,13 @@ var requestColumns = []struct {
 	{"Out tok.", "Output tokens", "output_tokens", true, false, views.HideBelowLarge},
 	{"Flags", "", "", false, true, ""}, // its tags say what they are
 }
+
+// minColdWaitParam filters the list to requests held at least that many
+// milliseconds while a new instance started (at most maxColdWaitMs, a day).
+const (
+	minColdWaitParam = "min_cold_start_wait_ms"
+	maxColdWaitMs    = 86_400_000
+)
 
 // requestsQuery is the requests page's state as read from the URL.
 type requestsQuery struct {
@@ -78,12 +86,17 @@ func (s *Server) readRequestsQuery(c echo.Context, now time.Time) (requestsQuery
 
 // readListFilter reads what a requests list is filtered and sorted by,
 // alike on the page and in the API: service, model, instance, cold_start,
-// slow, the other values a diagnosis's bubble-up names (tenant, route,
-// prompt_length: one of diagnose.PromptLengths' labels) and f.Sort's
-// column.
+// min_cold_start_wait_ms, slow, the other values a diagnosis's bubble-up
+// names (tenant, route, prompt_length: one of diagnose.PromptLengths'
+// labels) and f.Sort's column.
 func readListFilter(c echo.Context, f *analysis.RequestFilter) error {
 	f.Service, f.Model, f.Instance = c.QueryParam("service"), c.QueryParam("model"), c.QueryParam("instance")
 	f.ColdStart, f.Slow = c.QueryParam("cold_start") == "true", c.QueryParam("slow") == "true"
+	wait, err := intParam(c, minColdWaitParam, 0, 0, maxColdWaitMs)
+	if err != nil {
+		return err
+	}
+	f.MinColdStartWait = float64(wait)
 	f.Tenant, f.Route, f.PromptLength = c.QueryParam("tenant"), c.QueryParam("route"), c.QueryParam("prompt_length")
 	if _, ok := diagnose.PromptLengthNamed(f.PromptLength); f.PromptLength != "" && !ok {
 		return badRequest("prompt_length=%q is not one of %s", f.PromptLength, strings.Join(promptLengthLabels(), ", "))
@@ -114,6 +127,9 @@ func (q requestsQuery) values(withSort bool) url.Values {
 	}
 	if q.filter.ColdStart {
 		v.Set("cold_start", "true")
+	}
+	if q.filter.MinColdStartWait > 0 {
+		v.Set(minColdWaitParam, strconv.Itoa(int(q.filter.MinColdStartWait)))
 	}
 	if q.filter.Slow {
 		v.Set("slow", "true")
@@ -164,13 +180,17 @@ func (s *Server) requestsPage(c echo.Context) error {
 // filtered says any of the list's filters (the form's fields) is set; the
 // window and the sort are not filters.
 func filtered(f analysis.RequestFilter) bool {
-	return f.Service != "" || f.Model != "" || f.Instance != "" || f.ColdStart || f.Slow || f.Tenant != "" || f.Route != "" || f.PromptLength != ""
+	return f.Service != "" || f.Model != "" || f.Instance != "" || f.ColdStart || f.MinColdStartWait > 0 || f.Slow ||
+		f.Tenant != "" || f.Route != "" || f.PromptLength != ""
 }
 
 func requestFilters(q requestsQuery, services []analysis.ServiceInfo) views.RequestFilters {
 	f := views.RequestFilters{Service: q.filter.Service, Model: q.filter.Model, Instance: q.filter.Instance,
 		Tenant: q.filter.Tenant, Route: q.filter.Route, PromptLength: q.filter.PromptLength, PromptLengths: promptLengthLabels(),
 		ColdStart: q.filter.ColdStart, Slow: q.filter.Slow, Filtered: filtered(q.filter)}
+	if q.filter.MinColdStartWait > 0 {
+		f.MinColdStartWait = strconv.Itoa(int(q.filter.MinColdStartWait))
+	}
 	models, instances := map[string]bool{}, map[string]bool{}
 	for _, s := range services {
 		f.Services = append(f.Services, s.Service)
@@ -325,7 +345,7 @@ func requestRow(q *telemetry.LLMRequest, now time.Time) views.RequestRow {
 		TimeFull: q.Start.UTC().Format("2006-01-02 15:04:05.000 UTC"),
 		Service:  q.Service, Model: shortModel(orNone(q.Model)), ModelFull: orNone(q.Model),
 		Instance: clipMiddle(q.Instance, instanceChars), InstanceFull: q.Instance,
-		PreInference: views.HumanMsPtr(q.PreInference), Queue: views.HumanMsPtr(q.Queue), Prefill: views.HumanMsPtr(q.Prefill), Network: views.HumanMsPtr(q.Network),
+		PreInference: views.HumanMsPtr(q.PreInference), ColdStartWait: views.HumanMsPtr(q.ColdStartWait), Queue: views.HumanMsPtr(q.Queue), Prefill: views.HumanMsPtr(q.Prefill), Network: views.HumanMsPtr(q.Network),
 		Decode: views.HumanMsPtr(q.Decode), TTFT: views.HumanMsPtr(q.TTFT), E2E: views.HumanMsPtr(q.E2E), ITL: views.HumanMsPtr(q.ITL),
 		InputTokens: humanTokens(q.InputTokens), OutputTokens: humanTokens(q.OutputTokens),
 		ColdStart: q.ColdStart, Error: q.Error, Bundled: bundled(q), TTFTFrom: "TTFT from " + ttftSourceWords(q),

@@ -31,7 +31,8 @@ func TestRequestsPage(t *testing.T) {
 	project := projectOfKey(t, srv, apptest.Key)
 
 	// 120 requests in the last hour: 70 of chat-api on two instances with
-	// queue 1…70 ms, 50 of search-api (every fifth one a cold start).
+	// queue 1…70 ms, 50 of search-api (every fifth one a cold start, held
+	// 1, 2 … 10 s).
 	now := time.Now().UTC()
 	var reqs []telemetry.LLMRequest
 	for i := range 70 {
@@ -44,9 +45,13 @@ func TestRequestsPage(t *testing.T) {
 	for i := range 50 {
 		r := llmRequest(project, "search-api", "vllm", "qwen", "vllm-2", now.Add(-time.Duration(i+1)*30*time.Second), 5, 50, 10, 300)
 		r.ColdStart = i%5 == 0
+		if r.ColdStart {
+			r.ColdStartWait = telemetry.Ptr(float64(1000 * (i/5 + 1)))
+		}
 		reqs = append(reqs, r)
 	}
 	insertRequests(t, srv, reqs)
+	longestHold := reqs[70+45].TraceID
 
 	first := b.page("/requests?last=1h")
 	contains(t, "requests page 1", first, "<h1>Requests</h1>", "1–50 of 120 requests", "Page 1 of 3",
@@ -79,6 +84,17 @@ func TestRequestsPage(t *testing.T) {
 	lacks(t, "service filter", svc, "chat-api → vllm")
 	cold := b.page("/requests?last=1h&cold_start=true")
 	contains(t, "cold filter", cold, "1–10 of 10 requests", `name="cold_start" value="true" checked`)
+	// The cold-start wait is a column, a sort and a filter: held 5 s or
+	// more are the six longest holds, the longest first.
+	contains(t, "cold wait column", first, "Cold wait", `href="/requests?last=1h&amp;sort=cold_start_wait"`)
+	held := b.page("/requests?last=1h&min_cold_start_wait_ms=5000&sort=cold_start_wait")
+	contains(t, "cold wait filter", held, "1–6 of 6 requests", `name="min_cold_start_wait_ms" type="number" min="0" step="100" inputmode="numeric" value="5000"`)
+	if m := detailLink.FindStringSubmatch(held); m == nil || m[1] != longestHold {
+		t.Errorf("sort=cold_start_wait: first request %v, want the 10 s hold %s", m, longestHold)
+	}
+	if bad := b.get("/requests?min_cold_start_wait_ms=soon"); bad.Code != http.StatusBadRequest {
+		t.Errorf("min_cold_start_wait_ms=soon: %d, want 400", bad.Code)
+	}
 	inst := b.page("/requests?last=1h&instance=vllm-1")
 	contains(t, "instance filter", inst, "1–35 of 35 requests")
 	slow := b.page("/requests?last=1h&slow=true&service=chat-api")
