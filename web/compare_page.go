@@ -96,6 +96,7 @@ type compareMetric struct {
 var compareMetrics = map[string]compareMetric{
 	diagnose.ComponentPreInference:  {"Pre-inference", "app work before the call", "latency"},
 	diagnose.ComponentColdStartWait: {"Cold-start wait", "over every request, 0 when not held", "latency"},
+	diagnose.MetricColdStarts:       {"Cold starts", "share of requests held while a new instance started", "latency"},
 	diagnose.ComponentQueue:         {"Queue", "waiting for a slot on the server", "latency"},
 	diagnose.ComponentPrefill:       {"Prefill", "reading the prompt", "latency"},
 	diagnose.ComponentNetwork:       {"Network", "server to client", "latency"},

@@ -58,6 +58,10 @@ func TestComparePage(t *testing.T) {
 	if !strings.Contains(prefill, "no change") {
 		t.Errorf("prefill did not stay the same: %s", prefill)
 	}
+	// No request was held in either window: the cold starts row says 0 %.
+	if cold := row("Cold starts"); !strings.Contains(cold, "0 %") || !strings.Contains(cold, "no change") {
+		t.Errorf("cold starts row: %s", cold)
+	}
 
 	t.Run("presets", func(t *testing.T) {
 		r := c.get("/compare?service=rag-chat")

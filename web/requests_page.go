@@ -24,29 +24,33 @@ import (
 const requestsPerPage = 50
 
 // requestColumns are the requests table's columns in order; Sort names
-// the analysis.SortColumns key ("" = not sortable).
+// the analysis.SortColumns key ("" = not sortable). A list of cold starts
+// (coldView) adds the Cold wait column (Cold) and hides the columns with
+// a ColdHide class below it instead, so the table still fits its width.
 var requestColumns = []struct {
 	Label, Title, Sort string
 	Num                bool
 	Quiet              bool // the label is for screen readers only (views.SortColumn)
 	Hide               string
+	Cold               bool
+	ColdHide           string
 }{
-	{"Time", "Start of the LLM call (UTC)", "start", false, false, ""},
-	{"Service", "Calling service", "", false, false, ""},
-	{"Model", "", "", false, false, views.HideBelowMedium},
-	{"Instance", "Inference instance that served it", "", false, false, views.HideBelowSmall},
-	{"Pre-inf.", "Pre-inference: app work before the model call (retrieval, tools)", "pre_inference", true, false, views.HideBelowMedium},
-	{"Cold wait", "Cold-start wait: held until a new instance was ready", "cold_start_wait", true, false, views.HideBelowMedium},
-	{"Queue", "Wait in the inference server's queue", "queue", true, false, ""},
-	{"Prefill", "Reading the prompt", "prefill", true, false, ""},
-	{"Network", "Client TTFT − server TTFT, both directions", "network", true, false, ""},
-	{"Decode", "Writing the answer, first token to last", "decode", true, false, ""},
-	{"TTFT", "Time to first token", "ttft", true, false, ""},
-	{"E2E", "End to end, as the client saw it", "e2e", true, false, views.HideBelowMedium},
-	{"ITL", "Inter-token latency (decode / (output tokens − 1))", "itl", true, false, views.HideBelowLarge},
-	{"In tok.", "Input tokens", "input_tokens", true, false, views.HideBelowLarge},
-	{"Out tok.", "Output tokens", "output_tokens", true, false, views.HideBelowLarge},
-	{"Flags", "", "", false, true, ""}, // its tags say what they are
+	{"Time", "Start of the LLM call (UTC)", "start", false, false, "", false, ""},
+	{"Service", "Calling service", "", false, false, "", false, ""},
+	{"Model", "", "", false, false, views.HideBelowMedium, false, ""},
+	{"Instance", "Inference instance that served it", "", false, false, views.HideBelowSmall, false, ""},
+	{"Pre-inf.", "Pre-inference: app work before the model call (retrieval, tools)", "pre_inference", true, false, views.HideBelowMedium, false, views.HideBelowWide},
+	{"Cold wait", "Cold-start wait: held until a new instance was ready", "cold_start_wait", true, false, views.HideBelowMedium, true, ""},
+	{"Queue", "Wait in the inference server's queue", "queue", true, false, "", false, ""},
+	{"Prefill", "Reading the prompt", "prefill", true, false, "", false, ""},
+	{"Network", "Client TTFT − server TTFT, both directions", "network", true, false, "", false, ""},
+	{"Decode", "Writing the answer, first token to last", "decode", true, false, "", false, ""},
+	{"TTFT", "Time to first token", "ttft", true, false, "", false, ""},
+	{"E2E", "End to end, as the client saw it", "e2e", true, false, views.HideBelowMedium, false, ""},
+	{"ITL", "Inter-token latency (decode / (output tokens − 1))", "itl", true, false, views.HideBelowLarge, false, ""},
+	{"In tok.", "Input tokens", "input_tokens", true, false, views.HideBelowLarge, false, views.HideBelowWide},
+	{"Out tok.", "Output tokens", "output_tokens", true, false, views.HideBelowLarge, false, views.HideBelowWide},
+	{"Flags", "", "", false, true, "", false, ""}, // its tags say what they are
 }
 
 // minColdWaitParam filters the list to requests held at least that many
@@ -247,15 +251,30 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
+// coldView says the list is of cold starts: filtered to them, or sorted
+// by how long they were held.
+func coldView(q requestsQuery) bool {
+	return q.filter.ColdStart || q.filter.MinColdStartWait > 0 || q.sort == "cold_start_wait"
+}
+
 func requestsResults(q requestsQuery, reqs []telemetry.LLMRequest, count analysis.Count, now time.Time) views.RequestsResults {
-	r := views.RequestsResults{}
+	r := views.RequestsResults{ColdWait: coldView(q), PreInfHide: views.HideBelowMedium, TokensHide: views.HideBelowLarge}
+	if r.ColdWait {
+		r.PreInfHide, r.TokensHide = views.HideBelowWide, views.HideBelowWide
+	}
 	base := q.values(false)
 	current := q.sort
 	if current == "" {
 		current = "start"
 	}
 	for _, col := range requestColumns {
+		if col.Cold && !r.ColdWait {
+			continue
+		}
 		sc := views.SortColumn{Label: col.Label, Title: col.Title, Num: col.Num, Quiet: col.Quiet, Hide: col.Hide}
+		if r.ColdWait && col.ColdHide != "" {
+			sc.Hide = col.ColdHide
+		}
 		if col.Sort != "" {
 			v := url.Values{}
 			for k, x := range base {

@@ -106,6 +106,11 @@ func compare(bc, ac *columns, opt CompareOptions) Comparison {
 			// No wait recorded means no wait: read over every request, so
 			// held requests appearing in one window show as a change.
 			m.before, m.after = side(columnColdWaitAll)
+			// Beside it, how many were held: a few cold starts leave the
+			// wait's p95 at 0 but still hold someone (TestCompareColdStarts).
+			ms = append(ms, m, metric{name: MetricColdStarts, unit: "ratio", minAbs: 0.01,
+				before: heldShare(before), after: heldShare(after)})
+			continue
 		}
 		ms = append(ms, m)
 	}
@@ -189,7 +194,7 @@ func compareSummary(better, worse, changed []string) string {
 
 // metricWords names comparison metrics in the words pages use.
 var metricWords = strings.NewReplacer(
-	"pre_inference", "pre-inference", "cold_start_wait", "cold-start wait",
+	"pre_inference", "pre-inference", "cold_start_wait", "cold-start wait", "cold_starts", "cold starts",
 	"ttft", "TTFT", "e2e", "E2E", "itl", "ITL", "tpot", "TPOT",
 	"input_tokens", "input tokens", "output_tokens", "output tokens",
 	"calls_per_task", "LLM calls per task", "cost_per_task", "cost per task",
@@ -286,6 +291,25 @@ func gauge(points []telemetry.MetricPoint, name string) []float64 {
 		}
 	}
 	return out
+}
+
+// MetricColdStarts is the comparison's share of requests held by a cold
+// start.
+const MetricColdStarts = "cold_starts"
+
+// heldShare is the share of reqs that were cold starts, as a one-value
+// sample (its percentiles are the share); none without requests.
+func heldShare(reqs []telemetry.LLMRequest) stats.Sorted {
+	if len(reqs) == 0 {
+		return nil
+	}
+	n := 0
+	for i := range reqs {
+		if reqs[i].ColdStart {
+			n++
+		}
+	}
+	return stats.Sort([]float64{stats.Share(n, len(reqs))})
 }
 
 func errorRate(reqs []telemetry.LLMRequest) float64 {

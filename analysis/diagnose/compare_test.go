@@ -3,6 +3,8 @@ package diagnose
 import (
 	"strings"
 	"testing"
+
+	"github.com/tokenpath/tokenpath/telemetry"
 )
 
 func TestCompareWhatGotWorseElsewhere(t *testing.T) {
@@ -96,5 +98,39 @@ func TestCompareSaysWhereDataStarts(t *testing.T) {
 	}
 	if c := Compare(late, in.Requests, CompareOptions{}); c.BeforeDataFrom != nil {
 		t.Errorf("without windows: before_data_from %v", c.BeforeDataFrom)
+	}
+}
+
+// A few cold starts leave the cold-start wait's p95 over every request at
+// 0, but the cold starts row says how many were held.
+func TestCompareColdStarts(t *testing.T) {
+	w := newWorld(63)
+	in := w.input()
+	for i := range in.Requests {
+		if i%33 == 0 { // 3 %
+			in.Requests[i].ColdStart, in.Requests[i].ColdStartWait = true, telemetry.Ptr(20_000.0)
+		}
+	}
+	c := Compare(in.BaselineRequests, in.Requests, CompareOptions{})
+	var held, wait *Change
+	for i := range c.Changes {
+		switch c.Changes[i].Name {
+		case MetricColdStarts:
+			held = &c.Changes[i]
+		case ComponentColdStartWait:
+			wait = &c.Changes[i]
+		}
+	}
+	if held == nil || wait == nil {
+		t.Fatalf("changes %v lack the cold starts or the cold-start wait", c.Changes)
+	}
+	if wait.Direction != "same" {
+		t.Errorf("cold-start wait over every request: %s, want same (p95 0 → 0)", wait.Direction)
+	}
+	if held.Direction != "worse" || *held.Before.P95 != 0 || *held.After.P95 < 0.029 || *held.After.P95 > 0.032 || held.Unit != "ratio" {
+		t.Errorf("cold starts %+v: want 0 → ~3 %%, worse", held)
+	}
+	if !contains(c.Worse, MetricColdStarts) || !strings.Contains(c.Summary, "cold starts p95 0 % → 3 %") {
+		t.Errorf("worse %v, summary %q", c.Worse, c.Summary)
 	}
 }
