@@ -28,12 +28,13 @@ var null, unchecked = math.NaN(), math.Inf(1)
 
 // reqWant is one expected request in the API's shape; figures in ms.
 // ttftFrom ("event" for any chunk event, else the API's ttft_source),
-// tokensFrom and preemptions are checked when set.
+// tokensFrom, join ("none": one side only) and preemptions are checked
+// when set.
 type reqWant struct {
 	model                                            string
 	in, out                                          int64
 	ttft, queue, prefill, network, decode, e2e, preI float64
-	ttftFrom, tokensFrom                             string
+	ttftFrom, tokensFrom, join                       string
 	preemptions                                      int64
 }
 
@@ -66,7 +67,8 @@ var producerWant = map[string]map[string][]reqWant{
 		{model: "gpt-4o-mini", in: 37, out: 6, ttft: null, queue: null, prefill: null, network: null, decode: null, e2e: 1100, preI: 0},
 	}},
 	"python-langfuse/openai-generation": {"py-langfuse": {
-		{model: "gpt-4o", in: 320, out: 48, ttft: 800, queue: null, prefill: null, network: null, decode: 1500, e2e: 2300, preI: 100},
+		{model: "gpt-4o", in: 320, out: 48, ttft: 800, queue: null, prefill: null, network: null, decode: 1500, e2e: 2300, preI: 100,
+			ttftFrom: "client_attribute", tokensFrom: "client", join: "none"},
 	}},
 	"python-logfire/openai-stream": {"py-logfire": {
 		// The zero-length "streaming response from …" log is not a second call.
@@ -81,7 +83,8 @@ var producerWant = map[string]map[string][]reqWant{
 	"vllm-v1/llm-request-under-client": {"rag-app": {
 		// The server's tokens win over the client's (12 in: an estimate);
 		// the model comes from the client, vLLM V1 names none.
-		{model: "meta-llama/Llama-3.1-8B-Instruct", in: 512, out: 32, ttft: 900, queue: 300, prefill: 550, network: 50, decode: 1100, e2e: 2000, preI: 0},
+		{model: "meta-llama/Llama-3.1-8B-Instruct", in: 512, out: 32, ttft: 900, queue: 300, prefill: 550, network: 50, decode: 1100, e2e: 2000, preI: 0,
+			tokensFrom: "server", join: "trace"},
 	}},
 	"vllm-journey/preempted-request": {"journey-app": {
 		// llm_request and its llm_core are one server record: queue =
@@ -89,23 +92,23 @@ var producerWant = map[string]map[string][]reqWant{
 		// engine's QUEUED→FIRST_TOKEN (1460) − 600; network = client TTFT −
 		// the API's ARRIVED→FIRST_RESPONSE_FROM_CORE (1470).
 		{model: "Qwen/Qwen2.5-7B-Instruct", in: 2048, out: 16, ttft: 1500, queue: 600, prefill: 860, network: 30, decode: 1500, e2e: 3000, preI: 0,
-			ttftFrom: "event", tokensFrom: "server", preemptions: 1},
+			ttftFrom: "event", tokensFrom: "server", join: "trace", preemptions: 1},
 	}},
 	"vllm-journey/server-only": {
 		// The pair without a client, both spans named by
 		// OTEL_SERVICE_NAME (JOURNEY_TRACING.md "OTEL Exporter Options"):
 		// one server-only request, not one per span.
 		"vllm-production": {{model: "", in: 2048, out: 16, ttft: 1470, queue: 600, prefill: 860, network: null, decode: 1505, e2e: 2980, preI: null,
-			ttftFrom: "server_span", tokensFrom: "server", preemptions: 1}},
+			ttftFrom: "server_span", tokensFrom: "server", join: "none", preemptions: 1}},
 	},
 	"sglang/request-under-client": {"sglang-app": {
 		// SGLang's prefill includes the queue wait: queue and prefill stay
 		// unknown (bundled), network = client TTFT − server TTFT.
-		{model: "Qwen/Qwen2.5-7B-Instruct", in: 300, out: 20, ttft: 700, queue: null, prefill: null, network: 80, decode: 1100, e2e: 1800, preI: 0},
+		{model: "Qwen/Qwen2.5-7B-Instruct", in: 300, out: 20, ttft: 700, queue: null, prefill: null, network: 80, decode: 1100, e2e: 1800, preI: 0, join: "trace"},
 	}},
 	"tgi/generate-stream-under-client": {"tgi-app": {
 		// queue_time "120.5ms"; TGI sends no TTFT, so network is unknown.
-		{model: "meta-llama/Llama-3.1-8B-Instruct", in: 64, out: 24, ttft: 450, queue: 120.5, prefill: null, network: null, decode: 1050, e2e: 1500, preI: 0},
+		{model: "meta-llama/Llama-3.1-8B-Instruct", in: 64, out: 24, ttft: 450, queue: 120.5, prefill: null, network: null, decode: 1050, e2e: 1500, preI: 0, join: "trace"},
 	}},
 }
 
@@ -191,6 +194,12 @@ func checkRequest(t *testing.T, name string, row map[string]any, w reqWant) {
 		if want != "" && row[f] != want {
 			t.Errorf("%s: %s = %v, want %q", name, f, row[f], want)
 		}
+	}
+	switch {
+	case w.join == "none" && row["join"] != nil:
+		t.Errorf("%s: join = %v, want none (one side only)", name, row["join"])
+	case w.join != "" && w.join != "none" && row["join"] != w.join:
+		t.Errorf("%s: join = %v, want %q", name, row["join"], w.join)
 	}
 	if w.preemptions > 0 {
 		if got, ok := row["preemptions"].(float64); !ok || int64(got) != w.preemptions {
