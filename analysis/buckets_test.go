@@ -10,8 +10,8 @@ import (
 
 	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
-	"github.com/tokenpath/tokenpath/app/apptest"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/store/storetest"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
@@ -20,7 +20,7 @@ import (
 // token sums, with unknown parts left out. The window starts off a bucket
 // boundary, so its first bucket must not take the baseline's requests.
 func TestSeriesFromEngineMatchesGo(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Minute)
 	window := diagnose.Range{From: now.Add(-37*time.Minute - 13*time.Second), To: now}
@@ -121,7 +121,7 @@ func sameSeries(t *testing.T, name string, got, want []diagnose.Bucket) {
 // of a scale event from before the window, for both ways of computing it:
 // from loaded rows and from the engine's buckets.
 func TestSeriesCarriesReplicasFromBeforeTheWindow(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Minute)
 	window := diagnose.Range{From: now.Add(-30 * time.Minute), To: now}

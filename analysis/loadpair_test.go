@@ -9,8 +9,8 @@ import (
 
 	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
-	"github.com/tokenpath/tokenpath/app/apptest"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/store/storetest"
 )
 
 // A diagnosis reads its window and baseline in one statement when both
@@ -18,7 +18,7 @@ import (
 // exactly what reading them apart gets: the same rows on each side, the
 // same sizes, estimated alike.
 func TestLoadPairMatchesSeparateReads(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	insertEvenly(t, srv, now, 40_000, 500*time.Millisecond, 900) // 5.5 h
@@ -76,7 +76,7 @@ func TestLoadPairMatchesSeparateReads(t *testing.T) {
 	}
 }
 
-func countRows(t *testing.T, srv *apptest.Server, r diagnose.Range) int {
+func countRows(t *testing.T, srv storetest.Stores, r diagnose.Range) int {
 	t.Helper()
 	res, err := srv.CH.Query(context.Background(), "SELECT count() AS n FROM llm_requests WHERE project_id = 1 AND start >= ? AND start < ?", r.From, r.To)
 	if err != nil {

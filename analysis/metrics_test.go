@@ -11,8 +11,8 @@ import (
 
 	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
-	"github.com/tokenpath/tokenpath/app/apptest"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/store/storetest"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
@@ -23,7 +23,7 @@ import (
 // it in the same statement, the 5 minutes they share go to the window and
 // neither side loses or repeats a point.
 func TestMetricsFromPeaksMatchRawPoints(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	end := time.Now().UTC().Truncate(time.Hour).Add(-time.Hour)
 	r := rand.New(rand.NewPCG(7, 8))

@@ -6,17 +6,29 @@
 package analysis
 
 import (
+	"context"
 	"strings"
 	"time"
 
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/telemetry"
 )
+
+// Querier is what the read planner needs of the event store:
+// clickhouse.Store, the embedded engine or a server alike. Tests give the
+// planner a store of their own (store/storetest), not a whole server.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (*clickhouse.Result, error)
+	QueryRequests(ctx context.Context, sql string, args ...any) ([]telemetry.LLMRequest, error)
+	AttachResources(ctx context.Context, project uint32, spans []telemetry.Span) error
+	TraceBounds(ctx context.Context, project uint32, traceIDs []string, storedBy time.Time, settings string) (clickhouse.TraceBounds, error)
+}
 
 // Queries reads what pages and the API show. Every query is scoped to one
 // project and parameterized.
 type Queries struct {
-	CH *clickhouse.Store
+	CH Querier
 	// MaxRows bounds how many requests one diagnosis loads per window.
 	MaxRows int
 	// OverviewExactRows and OverviewSampleMin override the overview's

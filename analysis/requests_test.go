@@ -11,8 +11,8 @@ import (
 
 	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
-	"github.com/tokenpath/tokenpath/app/apptest"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/store/storetest"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
@@ -22,7 +22,7 @@ import (
 // of old ones makes the first span too short for some pages) and the
 // newest were written twice (the count without FINAL sees both versions).
 func TestRequestsNewestFirstPages(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	var rows, burst []telemetry.LLMRequest
@@ -67,7 +67,7 @@ func TestRequestsNewestFirstPages(t *testing.T) {
 // sample's count scaled up, says it is an estimate, and reads the slow
 // threshold from the sample too.
 func TestRequestsTotalEstimatedFromSample(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	const n = 20_000
@@ -128,7 +128,7 @@ func TestRequestsTotalEstimatedFromSample(t *testing.T) {
 // (no count of llm_requests runs), filtered as the list is: a quiet
 // service's total stays exact next to a busy one that is estimated.
 func TestRequestsTotalPlannedFromNames(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	insertBusyAndQuiet(t, srv, now, "")
@@ -176,7 +176,7 @@ func TestRequestsTotalPlannedFromNames(t *testing.T) {
 
 // insertBusyAndQuiet stores a busy service, chat (20k requests over 22 h),
 // and a quiet one, batch (2000 over 16.7 h, served by serverService).
-func insertBusyAndQuiet(t *testing.T, srv *apptest.Server, now time.Time, serverService string) {
+func insertBusyAndQuiet(t *testing.T, srv storetest.Stores, now time.Time, serverService string) {
 	t.Helper()
 	insertEvenly(t, srv, now, 20_000, 4*time.Second, 1000)
 	var quiet []telemetry.LLMRequest
@@ -195,7 +195,7 @@ func insertBusyAndQuiet(t *testing.T, srv *apptest.Server, now time.Time, server
 // TTFT (read from the stored top rows). Prompt lengths bucket as the
 // diagnosis does.
 func TestRequestsFilteredByBubbleUpValues(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	tenants, routes := []string{"acme", "initech", ""}, []string{"/chat", "/summarize"}
@@ -251,7 +251,7 @@ func TestRequestsFilteredByBubbleUpValues(t *testing.T) {
 // exactly those requests (and counts them), sorted longest hold first;
 // requests never held (no wait) never pass the filter.
 func TestRequestsColdStartWaitFilterAndSort(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	var rows []telemetry.LLMRequest

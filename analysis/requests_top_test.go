@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/tokenpath/tokenpath/analysis"
-	"github.com/tokenpath/tokenpath/app/apptest"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/store/storetest"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
@@ -20,7 +20,7 @@ import (
 // is the page FINAL gives, after later versions moved requests into and
 // out of the top or changed their model, and tombstones deleted some.
 func TestRequestsSortedPagesMatchFinal(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	from, to := now.Add(-48*time.Hour), now.Add(time.Minute)
@@ -243,7 +243,7 @@ func firstDiff(got, want []telemetry.LLMRequest) string {
 // key range, and a bound the sample got wrong (no stored row reaches it)
 // costs a second read, not a wrong or short page.
 func TestRequestsTopBound(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	from, to := now.Add(-72*time.Hour), now.Add(time.Minute)
@@ -360,7 +360,7 @@ func TestRequestsTopBound(t *testing.T) {
 // the window, where two requests share a service and start, and where
 // FINAL's pick is unknown, it proves no page.
 func TestRequestsTopFromStates(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	if err := srv.CH.Exec(ctx, "SYSTEM STOP MERGES llm_requests"); err != nil {

@@ -11,8 +11,8 @@ import (
 	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 	"github.com/tokenpath/tokenpath/analysis/stats"
-	"github.com/tokenpath/tokenpath/app/apptest"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/store/storetest"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
@@ -55,7 +55,7 @@ func rollupRows(r *rand.Rand, n int, from, to time.Time, version int) []telemetr
 // and of hourly buckets both start and end off the rollups' boundaries, so
 // the ragged ends come from llm_requests.
 func TestSeriesFromRollupsMatchesGo(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Hour)
 	r := rand.New(rand.NewPCG(7, 8))
@@ -165,7 +165,7 @@ func closeSeries(t *testing.T, name string, got, want []diagnose.Bucket, tol flo
 // rewrite with retractions and tombstones), percentiles within ±2.5 % of the
 // exact type-7 figures (the window widened to the rollups' 5 minutes), and every service's trend bucket likewise.
 func TestOverviewFromRollupsMatchesRequests(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Hour)
 	from, to := now.Add(-80*time.Hour), now

@@ -9,15 +9,15 @@ import (
 
 	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
-	"github.com/tokenpath/tokenpath/app/apptest"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/store/storetest"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
 // A window larger than MaxRows is diagnosed on a sample, but the answer
 // still reports how many requests the window and baseline really held.
 func TestDiagnoseSampleKeepsTrueCounts(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	window := diagnose.Range{From: now.Add(-10 * time.Minute), To: now}
@@ -89,7 +89,7 @@ func TestDiagnoseSampleKeepsTrueCounts(t *testing.T) {
 // versions and tombstones as llm_requests does, and a diagnosis read from
 // it reports an estimated count close to the truth.
 func TestDiagnoseReadsStoredSample(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	window := diagnose.Range{From: now.Add(-10 * time.Minute), To: now}
@@ -198,7 +198,7 @@ func count(t *testing.T, ch *clickhouse.Store, sql string) int {
 // sized by scaling the sample up (no second pass under FINAL to count it),
 // and says so; a small sample is counted exactly.
 func TestSampledWindowSizeEstimated(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	const n = 40_000
@@ -246,7 +246,7 @@ func TestMidSizeWindowReadsStoredSample(t *testing.T) {
 			t.Errorf("plan for %d of %d rows: %+v, want %s", c.limit, c.rough, plan, c.table)
 		}
 	}
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	const n = 160_000 // ~10k in the stored sample
@@ -267,7 +267,7 @@ func TestMidSizeWindowReadsStoredSample(t *testing.T) {
 
 // insertEvenly stores n requests of service chat, one every step back from
 // now, their TTFT cycling through 0 … cycle-1 ms.
-func insertEvenly(t *testing.T, srv *apptest.Server, now time.Time, n int, step time.Duration, cycle int) {
+func insertEvenly(t *testing.T, srv storetest.Stores, now time.Time, n int, step time.Duration, cycle int) {
 	t.Helper()
 	rows := make([]telemetry.LLMRequest, n)
 	for i := range rows {

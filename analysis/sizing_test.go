@@ -8,8 +8,8 @@ import (
 
 	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
-	"github.com/tokenpath/tokenpath/app/apptest"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/store/storetest"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
@@ -19,7 +19,7 @@ import (
 // quiet one's inference service's gauges are found. A 1-hour diagnosis counts
 // llm_requests (whole hours would overcount it).
 func TestDiagnosisSizedFromNames(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	insertBusyAndQuiet(t, srv, now, "vllm-batch")

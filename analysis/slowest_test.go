@@ -9,8 +9,8 @@ import (
 
 	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
-	"github.com/tokenpath/tokenpath/app/apptest"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/store/storetest"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
@@ -18,7 +18,7 @@ import (
 // TTFT, descending (ties newest first, no TTFT last), whether the window
 // was loaded whole (taken from its rows) or sampled (listed beside).
 func TestDiagnoseWithSlowestMatchesList(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	insertEvenly(t, srv, now, 3000, time.Second, 50) // "chat": every TTFT 60 times

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/tokenpath/tokenpath/analysis"
-	"github.com/tokenpath/tokenpath/app/apptest"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
+	"github.com/tokenpath/tokenpath/store/storetest"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
@@ -17,7 +17,7 @@ import (
 // resources table for spans that carry a resource_hash and from the row
 // itself for spans stored before it (hash 0).
 func TestTraceResources(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	t0 := time.Now().UTC().Add(-time.Minute).Truncate(time.Microsecond)
 	pod := map[string]string{"service.name": "vllm", "service.instance.id": "vllm-0", "k8s.pod.name": "vllm-0", "host.name": "gpu-1"}
@@ -57,7 +57,7 @@ func TestTraceResources(t *testing.T) {
 // whole, a neighbour's spans in between are not taken, and an unknown id
 // has no spans. A span stored twice (a retried export) is shown once.
 func TestTraceReadWithinBounds(t *testing.T) {
-	srv := apptest.Start(t, apptest.Options{})
+	srv := storetest.Open(t)
 	ctx := context.Background()
 	t0 := time.Now().UTC().Add(-72 * time.Hour).Truncate(time.Microsecond)
 	trace, other := strings.Repeat("ab", 16), strings.Repeat("ef", 16)

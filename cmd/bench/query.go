@@ -268,7 +268,7 @@ func runQuery(ctx context.Context, opts queryOptions) (*queryReport, error) {
 			res.MemQuery = readMem(os.Getpid())
 			if (opts.WhatIf || opts.OnlyWhatIf) && i == len(opts.Rows)-1 {
 				logf("%d rows: timing the proposed fixes", rows)
-				res.WhatIfs = whatIfs(ctx, q, d, opts.Reps)
+				res.WhatIfs = whatIfs(ctx, q, ch, d, opts.Reps)
 			}
 			return nil
 		}()

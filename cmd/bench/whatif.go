@@ -31,8 +31,7 @@ type statement struct {
 // whatIfs measures the proposals on the 7-day window of the loaded data.
 // A side named after a page op runs the statement the op really ran
 // longest (clickhouse.Recorder); the others are written out here.
-func whatIfs(ctx context.Context, q *analysis.Queries, d *dataset, reps int) []*whatIf {
-	ch := q.CH
+func whatIfs(ctx context.Context, q *analysis.Queries, ch *clickhouse.Store, d *dataset, reps int) []*whatIf {
 	window, _ := d.ranges(7 * 24 * time.Hour)
 	where, args := "project_id = ? AND start >= ? AND start < ?", []any{d.project, window.From, window.To}
 	const finalSettings = analysis.FinalSettings
