@@ -194,11 +194,12 @@ func BackfillPhases(from, to time.Time) []Phase {
 // requests spill into the next incident's baseline.
 const minIncident = 2 * time.Minute
 
-// maxIncident caps a backfilled incident: a KV saturation's queue grows for
-// as long as the surge lasts (a 7.5-minute one held requests for minutes
-// and took six more to drain into live traffic's healthy stretch), and
-// five minutes already span several of the episode detector's minutes.
-const maxIncident = 5 * time.Minute
+// maxIncident caps a backfilled incident at a live one's length: a KV
+// saturation's queue grows for as long as the surge lasts (five minutes
+// put TTFT p95 over two minutes and took minutes to drain into live
+// traffic's healthy stretch), and the backfill's last incident then looks
+// like its live repeat.
+const maxIncident = liveIncident
 
 // Live rotation: a long healthy stretch, then an incident. Healthy lasts
 // four times the incident: one for the previous incident's aftermath to
