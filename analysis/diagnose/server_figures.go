@@ -3,6 +3,7 @@ package diagnose
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/tokenpath/tokenpath/telemetry"
@@ -223,6 +224,14 @@ func (a *analysis) claimFromServer(comp string, delta float64, corroboration []E
 	}
 	for _, e := range corroboration {
 		a.addEvidence(e)
+	}
+	// A preemption burst and a prefix-cache hit-rate drop are lines of
+	// their own whichever verdict the window reaches; they count for the
+	// verdicts whose corroboration names them.
+	for _, e := range append(f.preemptionEvidence(), f.prefixCacheEvidence()...) {
+		if !slices.ContainsFunc(corroboration, func(c Evidence) bool { return c.Text == e.Text }) {
+			a.addEvidence(e)
+		}
 	}
 	a.addEvidence(f.splitEvidence())
 	a.winner.explained = 1

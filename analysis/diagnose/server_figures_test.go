@@ -217,3 +217,24 @@ func TestServerMetricsForwardPassFallback(t *testing.T) {
 		t.Errorf("prefill read from %s with the server's own histogram present", got)
 	}
 }
+
+// A preemption burst and a prefix-cache drop are quoted whichever verdict
+// the metrics reach: here queueing, which names neither hit rate nor (as
+// corroboration) anything but the queue's pressure.
+func TestServerMetricsOwnLines(t *testing.T) {
+	in, sm := metricsFleet(incident{queue: 2, waiting: 32, kv: 0.97, hitRate: 0.4, preempt: 50})
+	in.ServerMetrics = &sm
+	d := Diagnose(in)
+	if d.Verdict != VerdictQueueing {
+		t.Fatalf("verdict %s (%s)", d.Verdict, d.Summary)
+	}
+	seen := map[string]int{}
+	for _, e := range d.Evidence {
+		for k := range e.Figures {
+			seen[k]++
+		}
+	}
+	if seen["preemptions"] != 1 || seen["prefix_cache_hit_rate"] != 1 {
+		t.Errorf("want one preemption line and one hit-rate line: %+v", d.Evidence)
+	}
+}
