@@ -306,6 +306,18 @@ func postScaleUp(t *testing.T, srv *apptest.Server, service string, at time.Time
 	}
 }
 
+// metricExporter is an OTLP/HTTP metric exporter to srv, as the
+// Collector's otlphttp exporter sends.
+func metricExporter(t *testing.T, srv *apptest.Server) *otlpmetrichttp.Exporter {
+	t.Helper()
+	exp, err := otlpmetrichttp.New(context.Background(), otlpmetrichttp.WithEndpoint(srv.OTLPHTTPAddr), otlpmetrichttp.WithInsecure(),
+		otlpmetrichttp.WithHeaders(map[string]string{"Authorization": "Bearer " + apptest.Key}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exp
+}
+
 // relay exports inc's history over OTLP as the Collector's Prometheus
 // receiver does (job → service.name, the scraped host:port →
 // service.instance.id, server.address/port) and the app's calls to
@@ -313,11 +325,7 @@ func postScaleUp(t *testing.T, srv *apptest.Server, service string, at time.Time
 func relay(t *testing.T, srv *apptest.Server, inc fleetIncident, t0 time.Time, server, app, instance, callHost string, callPort int) {
 	t.Helper()
 	ctx := context.Background()
-	exp, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpoint(srv.OTLPHTTPAddr), otlpmetrichttp.WithInsecure(),
-		otlpmetrichttp.WithHeaders(map[string]string{"Authorization": "Bearer " + apptest.Key}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	exp := metricExporter(t, srv)
 	host, port, _ := net.SplitHostPort(instance)
 	res := resource.NewSchemaless(attribute.String("service.name", server), attribute.String("service.instance.id", instance),
 		attribute.String("server.address", host), attribute.String("server.port", port))

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -57,11 +56,7 @@ func (h *tgiHistogram) metric(start, at time.Time) metricdata.Metrics {
 func relayTGI(t *testing.T, srv *apptest.Server, t0 time.Time, server, app, host string, port int) {
 	t.Helper()
 	ctx := context.Background()
-	exp, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpoint(srv.OTLPHTTPAddr), otlpmetrichttp.WithInsecure(),
-		otlpmetrichttp.WithHeaders(map[string]string{"Authorization": "Bearer " + apptest.Key}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	exp := metricExporter(t, srv)
 	res := resource.NewSchemaless(attribute.String("service.name", server), attribute.String("service.instance.id", host+":80"),
 		attribute.String("server.address", host), attribute.String("server.port", "80"))
 	mk := func(name string, kv ...attribute.KeyValue) *tgiHistogram {

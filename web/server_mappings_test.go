@@ -11,12 +11,6 @@ import (
 	"github.com/tokenpath/tokenpath/app/apptest"
 )
 
-// putMappings PUTs the mappings API and returns its status and body.
-func putMappings(t *testing.T, srv *apptest.Server, body string) (int, string) {
-	t.Helper()
-	return apiPut(t, srv, "/api/v1/settings/server-mappings", body)
-}
-
 // Gateway mappings are saved from the settings form and the API, read
 // back by both, and a bad row saves nothing and says why.
 func TestSettingsServerMappings(t *testing.T) {
@@ -51,7 +45,7 @@ func TestSettingsServerMappings(t *testing.T) {
 	}
 
 	// The API reads and replaces the same list.
-	code, body := putMappings(t, srv, `{"mappings":[{"endpoint":"10.1.2.3","server":"10.0.0.5:8000"},{"endpoint":"gw.internal:8443","server":"sglang"}]}`)
+	code, body := apiPut(t, srv, "/api/v1/settings/server-mappings", `{"mappings":[{"endpoint":"10.1.2.3","server":"10.0.0.5:8000"},{"endpoint":"gw.internal:8443","server":"sglang"}]}`)
 	if code != http.StatusOK {
 		t.Fatalf("PUT mappings: %d %s", code, body)
 	}
@@ -60,10 +54,10 @@ func TestSettingsServerMappings(t *testing.T) {
 	if len(read.Mappings) != 2 || read.Mappings[0].Endpoint != "10.1.2.3" || read.Mappings[1].Server != "sglang" {
 		t.Errorf("GET mappings %+v", read.Mappings)
 	}
-	if code, body := putMappings(t, srv, `{"mappings":[{"endpoint":"gw:443/path","server":"x"}]}`); code != http.StatusUnprocessableEntity || !strings.Contains(body, "not a host or host:port") {
+	if code, body := apiPut(t, srv, "/api/v1/settings/server-mappings", `{"mappings":[{"endpoint":"gw:443/path","server":"x"}]}`); code != http.StatusUnprocessableEntity || !strings.Contains(body, "not a host or host:port") {
 		t.Errorf("bad PUT: %d %s", code, body)
 	}
-	if code, _ := putMappings(t, srv, `{"mappings":`); code != http.StatusBadRequest {
+	if code, _ := apiPut(t, srv, "/api/v1/settings/server-mappings", `{"mappings":`); code != http.StatusBadRequest {
 		t.Errorf("malformed PUT: %d, want 400", code)
 	}
 	if got, _ := settings.ServerMappings(ctx, project); len(got) != 2 {

@@ -209,6 +209,15 @@ func (a *analysis) scaledUp() bool {
 	return false
 }
 
+// serverPicked returns the servers' figures when they stand in for the
+// split and point to v; nil otherwise.
+func (a *analysis) serverPicked(v Verdict) *serverFigures {
+	if a.server == nil || a.server.pick != v {
+		return nil
+	}
+	return a.server
+}
+
 // claimFromServer writes a metrics verdict's evidence: the component's
 // server p95, the corroborating lines, and how the calls were tied to
 // the servers. The component's growth against the app's (or the

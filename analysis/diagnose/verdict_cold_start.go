@@ -33,8 +33,8 @@ func init() {
 // began, and their queue did not: the calls were held before a server
 // took them.
 func (a *analysis) claimColdStartFromServer() bool {
-	f := a.server
-	if f == nil || f.pick != VerdictColdStart {
+	f := a.serverPicked(VerdictColdStart)
+	if f == nil {
 		return false
 	}
 	firstUp := a.scaleEvidence()

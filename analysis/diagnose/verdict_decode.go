@@ -31,8 +31,8 @@ func init() {
 // window; preemptions, KV pressure and the GPU's memory- or compute-bound
 // activity (DCGM) corroborate it.
 func (a *analysis) claimDecodeFromServer() bool {
-	f := a.server
-	if f == nil || f.pick != VerdictDecode {
+	f := a.serverPicked(VerdictDecode)
+	if f == nil {
 		return false
 	}
 	d, _ := f.decodeGrowth()

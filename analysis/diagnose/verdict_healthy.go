@@ -20,8 +20,8 @@ func init() {
 // moved within their buckets and the calls did not regress either (or
 // there are no calls: a server known only by its metrics).
 func (a *analysis) claimHealthyFromServer() bool {
-	f := a.server
-	if f == nil || f.pick != VerdictHealthy || len(a.in.Requests) > 0 && a.mode != modeHealthy {
+	f := a.serverPicked(VerdictHealthy)
+	if f == nil || len(a.in.Requests) > 0 && a.mode != modeHealthy {
 		return false
 	}
 	if len(a.in.Requests) > 0 {

@@ -27,8 +27,8 @@ func init() {
 // the servers' own (their TTFT histogram, else queue + prefill) did not:
 // the time went between them (network, a gateway).
 func (a *analysis) claimNetworkFromServer() bool {
-	f := a.server
-	if f == nil || f.pick != VerdictNetwork {
+	f := a.serverPicked(VerdictNetwork)
+	if f == nil {
 		return false
 	}
 	gap, _ := f.clientGap()

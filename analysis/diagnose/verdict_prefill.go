@@ -34,8 +34,8 @@ func init() {
 // longer prompts in the calls and a prefix-cache hit-rate drop
 // corroborate it.
 func (a *analysis) claimPrefillFromServer() bool {
-	f := a.server
-	if f == nil || f.pick != VerdictPrefill {
+	f := a.serverPicked(VerdictPrefill)
+	if f == nil {
 		return false
 	}
 	d, _ := f.prefillGrowth()

@@ -31,8 +31,8 @@ func init() {
 // histogram grew at least as much as prefill; waiting requests, a full
 // KV cache and a preemption burst corroborate it.
 func (a *analysis) claimQueueingFromServer() bool {
-	f := a.server
-	if f == nil || f.pick != VerdictQueueing {
+	f := a.serverPicked(VerdictQueueing)
+	if f == nil {
 		return false
 	}
 	d, _ := f.queueGrowth()
