@@ -142,7 +142,11 @@ func (s *Server) overviewPage(c echo.Context) error {
 		v.VerdictNote += " Counts cover every request; percentiles come from 5-minute rollups (histograms of 5 %-wide buckets, within ±2.5 %)."
 	}
 	v.Chart = overviewChart(ov)
-	v.Episodes = s.episodes(ctx, project, "", rng.Range, now)
+	verdictOf := map[string]string{}
+	for _, so := range ov.Services {
+		verdictOf[so.Service] = so.VerdictService()
+	}
+	v.Episodes = s.episodes(ctx, project, "", rng.Range, now, verdictOf)
 	for _, m := range ov.Models {
 		mq := url.Values{}
 		for k, vs := range rangeQuery {
