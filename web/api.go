@@ -191,7 +191,12 @@ type requestJSON struct {
 	OutputTokens    *int64    `json:"output_tokens"`
 	ColdStart       bool      `json:"cold_start"`
 	Error           bool      `json:"error"`
-	CallIndex       int       `json:"call_index"`
+	// ErrorType is a failed call's error class as its span named it
+	// (error.type, else the HTTP status); ErrorClass sorts it: rate_limit,
+	// server_error, timeout, other or unnamed. Both left out on success.
+	ErrorType  string `json:"error_type,omitempty"`
+	ErrorClass string `json:"error_class,omitempty"`
+	CallIndex  int    `json:"call_index"`
 	// Join, ServerTraceID and ServerSpanID say how the request was paired
 	// (trace, id, match; left out for a request with one side).
 	Join          string `json:"join,omitempty"`
@@ -214,6 +219,9 @@ func toRequestJSON(r telemetry.LLMRequest) requestJSON {
 		Join: r.Join, ServerTraceID: r.ServerTraceID, ServerSpanID: r.ServerSpanID,
 		TokenSource: tokenSource(&r), Preemptions: r.Preemptions}
 	out.TTFTSource, out.TTFTKey = ttftSource(&r)
+	if r.Error {
+		out.ErrorType, out.ErrorClass = r.ErrorType, diagnose.ErrorClass(r.ErrorType)
+	}
 	return out
 }
 

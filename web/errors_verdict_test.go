@@ -56,4 +56,26 @@ func TestErrorsVerdictPages(t *testing.T) {
 	}
 	badge := b.page(html.UnescapeString(verdictURL[1]))
 	contains(t, "overview badge", badge, `class="badge v-errors"`, "Errors &amp; rate limits")
+
+	// The API and the list say how each failed call failed.
+	var list struct {
+		Requests []struct {
+			Error      bool   `json:"error"`
+			ErrorType  string `json:"error_type"`
+			ErrorClass string `json:"error_class"`
+		} `json:"requests"`
+	}
+	b.getJSON("/api/v1/requests?"+q.Encode()+"&limit=1000", apptest.Key, &list)
+	classes := map[string]int{}
+	for _, r := range list.Requests {
+		if r.Error != (r.ErrorClass != "") {
+			t.Fatalf("request error %v with class %q", r.Error, r.ErrorClass)
+		}
+		classes[r.ErrorType+" "+r.ErrorClass]++
+	}
+	if classes["429 rate_limit"] == 0 || classes["InternalServerError server_error"] == 0 || len(classes) != 3 {
+		t.Errorf("error types and classes listed: %v", classes)
+	}
+	listPage := b.page("/requests?" + q.Encode())
+	contains(t, "requests list", listPage, `<span class="tag tag-error" title="429 (rate limit)">error</span>`)
 }

@@ -372,6 +372,9 @@ func requestRow(q *telemetry.LLMRequest, now time.Time) views.RequestRow {
 	if q.Join == telemetry.JoinID || q.Join == telemetry.JoinMatch {
 		row.Join = q.Join
 	}
+	if q.Error {
+		row.ErrorTitle = errorWords(q)
+	}
 	if q.ServerService != "" && q.ServerService != q.Service {
 		row.Service = q.Service + " → " + q.ServerService
 	}

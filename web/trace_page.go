@@ -401,6 +401,9 @@ func callView(r *telemetry.LLMRequest, i int, before beforeCall, now time.Time) 
 	if r.Preemptions != nil {
 		v.Facts = append(v.Facts, views.Fact{Label: "Preemptions", Value: strconv.FormatInt(*r.Preemptions, 10)})
 	}
+	if r.Error {
+		v.Facts = append(v.Facts, views.Fact{Label: "Error", Value: errorWords(r)})
+	}
 	share := func(p *float64) string {
 		if p == nil || r.E2E == nil || *r.E2E <= 0 {
 			return noValue
@@ -527,4 +530,13 @@ func takenNote(taken []analysis.TakenSpan) string {
 	}
 	return fmt.Sprintf("The server span %s of this trace arrived without trace context; it was joined %s to the LLM call %s of trace %s, and is counted there.",
 		t.ServerSpanID, how, t.SpanID, t.TraceID)
+}
+
+// errorWords says how a failed call failed: "429 (rate limit)", or that
+// its span named no error type.
+func errorWords(r *telemetry.LLMRequest) string {
+	if r.ErrorType == "" {
+		return "failed; the span names no error type"
+	}
+	return r.ErrorType + " (" + diagnose.ErrorClassWords(r.ErrorType) + ")"
 }

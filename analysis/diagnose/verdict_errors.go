@@ -128,6 +128,23 @@ func ErrorClass(errorType string) string {
 	return errorOther
 }
 
+// ErrorClassWords names an error type's class for a reader: "rate limit",
+// "server error", "timeout", "other error", or "" when the spans named no
+// type.
+func ErrorClassWords(errorType string) string {
+	switch ErrorClass(errorType) {
+	case errorRateLimit:
+		return "rate limit"
+	case errorServer:
+		return "server error"
+	case errorTimeout:
+		return "timeout"
+	case errorOther:
+		return "other error"
+	}
+	return ""
+}
+
 // errorFigures are a window's and its baseline's failures.
 type errorFigures struct {
 	requests, errors         float64 // window, scaled to its total

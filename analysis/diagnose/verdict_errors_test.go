@@ -18,6 +18,14 @@ func TestErrorClass(t *testing.T) {
 	}
 }
 
+func TestErrorClassWords(t *testing.T) {
+	for in, want := range map[string]string{"429": "rate limit", "APITimeoutError": "timeout", "502": "server error", "401": "other error", "": ""} {
+		if got := ErrorClassWords(in); got != want {
+			t.Errorf("ErrorClassWords(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 // failEvery marks every n-th request of reqs failed with errType, from the
 // k-th on.
 func failEvery(in *Input, window bool, n, k int, errType string) {
