@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
@@ -28,11 +26,7 @@ type joinRig struct {
 }
 
 func (r joinRig) provider(service, instance string) *sdktrace.TracerProvider {
-	e, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpoint(r.srv.OTLPHTTPAddr), otlptracehttp.WithInsecure(),
-		otlptracehttp.WithHeaders(map[string]string{"Authorization": "Bearer " + apptest.Key}))
-	if err != nil {
-		r.t.Fatal(err)
-	}
+	e := r.srv.TraceExporter(r.t)
 	attrs := []attribute.KeyValue{semconv.ServiceName(service)}
 	if instance != "" {
 		attrs = append(attrs, semconv.ServiceInstanceID(instance))
@@ -85,19 +79,10 @@ func (r joinRig) server(start, end time.Time, requestID string, tokens int) stri
 // traceRequests reads GET /api/v1/traces/{id}'s requests.
 func (r joinRig) traceRequests(id string) []map[string]any {
 	r.t.Helper()
-	req, _ := http.NewRequest("GET", fmt.Sprintf("http://%s/api/v1/traces/%s", r.srv.HTTPAddr, id), nil)
-	req.Header.Set("Authorization", "Bearer "+apptest.Key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var body struct {
 		Requests []map[string]any `json:"requests"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != 200 {
-		r.t.Fatalf("GET trace %s: %d %v", id, resp.StatusCode, err)
-	}
+	r.srv.GetJSON(r.t, "/api/v1/traces/"+id, &body)
 	return body.Requests
 }
 
@@ -230,7 +215,7 @@ func TestJoinAcrossTracesThroughReceiver(t *testing.T) {
 				Advice          string           `json:"advice"`
 			} `json:"services"`
 		}
-		r.getJSON("/api/v1/coverage?"+q, &cov)
+		r.srv.GetJSON(r.t, "/api/v1/coverage?"+q, &cov)
 		got := map[string]int{}
 		for i, c := range cov.Services {
 			got[c.Service] = i
@@ -257,7 +242,7 @@ func TestJoinAcrossTracesThroughReceiver(t *testing.T) {
 			} `json:"evidence"`
 			Coverage []json.RawMessage `json:"coverage"`
 		}
-		r.getJSON("/api/v1/diagnose?service=vllm&"+q, &d)
+		r.srv.GetJSON(r.t, "/api/v1/diagnose?service=vllm&"+q, &d)
 		thin := false
 		for _, e := range d.Evidence {
 			thin = thin || strings.HasPrefix(e.Text, "Thin coverage: 0% of vllm's 1 requests have a client TTFT")
@@ -266,19 +251,4 @@ func TestJoinAcrossTracesThroughReceiver(t *testing.T) {
 			t.Errorf("diagnosis of vllm: evidence %+v, coverage %d services; want a thin-coverage line and one service", d.Evidence, len(d.Coverage))
 		}
 	})
-}
-
-// getJSON GETs an API path into v.
-func (r joinRig) getJSON(path string, v any) {
-	r.t.Helper()
-	req, _ := http.NewRequest("GET", "http://"+r.srv.HTTPAddr+path, nil)
-	req.Header.Set("Authorization", "Bearer "+apptest.Key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil || resp.StatusCode != 200 {
-		r.t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
-	}
 }

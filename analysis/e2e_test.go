@@ -2,14 +2,11 @@ package analysis_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
@@ -24,17 +21,9 @@ import (
 func TestSplitTraceDecomposedThroughAPI(t *testing.T) {
 	srv := apptest.Start(t, apptest.Options{})
 	ctx := context.Background()
-	exp := func() sdktrace.SpanExporter {
-		e, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(srv.OTLPHTTPAddr), otlptracehttp.WithInsecure(),
-			otlptracehttp.WithHeaders(map[string]string{"Authorization": "Bearer " + apptest.Key}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
 	t0 := time.Now().Add(-2 * time.Minute).Truncate(time.Millisecond)
-	app := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp()), sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName("rag-chat"))))
-	vllm := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp()),
+	app := sdktrace.NewTracerProvider(sdktrace.WithBatcher(srv.TraceExporter(t)), sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName("rag-chat"))))
+	vllm := sdktrace.NewTracerProvider(sdktrace.WithSyncer(srv.TraceExporter(t)),
 		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName("vllm"), semconv.ServiceInstanceID("vllm-0"))))
 
 	rootCtx, root := app.Tracer("app").Start(ctx, "POST /chat", trace.WithTimestamp(t0), trace.WithAttributes(attribute.String("http.route", "/chat")))
@@ -79,23 +68,13 @@ func TestSplitTraceDecomposedThroughAPI(t *testing.T) {
 // waitRequests polls GET /api/v1/requests until ok accepts the rows.
 func waitRequests(t *testing.T, srv *apptest.Server, t0 time.Time, ok func([]map[string]any) bool) {
 	t.Helper()
-	url := fmt.Sprintf("http://%s/api/v1/requests?from=%s&to=%s", srv.HTTPAddr, t0.Add(-time.Minute).Format(time.RFC3339), t0.Add(time.Minute).Format(time.RFC3339))
+	path := fmt.Sprintf("/api/v1/requests?from=%s&to=%s", t0.Add(-time.Minute).Format(time.RFC3339), t0.Add(time.Minute).Format(time.RFC3339))
 	var last []map[string]any
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		req, _ := http.NewRequest("GET", url, nil)
-		req.Header.Set("Authorization", "Bearer "+apptest.Key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var body struct {
 			Requests []map[string]any `json:"requests"`
 		}
-		err = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("GET requests: %d %v", resp.StatusCode, err)
-		}
+		srv.GetJSON(t, path, &body)
 		last = body.Requests
 		if ok(last) {
 			return

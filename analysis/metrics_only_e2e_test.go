@@ -3,7 +3,6 @@ package analysis_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -17,8 +16,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -236,11 +233,7 @@ func (inc fleetIncident) simulate(t0 time.Time, vllm *demo.VLLMMetrics, snap fun
 func sendCalls(t *testing.T, srv *apptest.Server, service, host string, port int, minutes []fleetMinute) {
 	t.Helper()
 	ctx := context.Background()
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(srv.OTLPHTTPAddr), otlptracehttp.WithInsecure(),
-		otlptracehttp.WithHeaders(map[string]string{"Authorization": "Bearer " + apptest.Key}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	exp := srv.TraceExporter(t)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", service))))
 	tr := tp.Tracer("app")
 	for _, m := range minutes {
@@ -306,18 +299,6 @@ func postScaleUp(t *testing.T, srv *apptest.Server, service string, at time.Time
 	}
 }
 
-// metricExporter is an OTLP/HTTP metric exporter to srv, as the
-// Collector's otlphttp exporter sends.
-func metricExporter(t *testing.T, srv *apptest.Server) *otlpmetrichttp.Exporter {
-	t.Helper()
-	exp, err := otlpmetrichttp.New(context.Background(), otlpmetrichttp.WithEndpoint(srv.OTLPHTTPAddr), otlpmetrichttp.WithInsecure(),
-		otlpmetrichttp.WithHeaders(map[string]string{"Authorization": "Bearer " + apptest.Key}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return exp
-}
-
 // relay exports inc's history over OTLP as the Collector's Prometheus
 // receiver does (job → service.name, the scraped host:port →
 // service.instance.id, server.address/port) and the app's calls to
@@ -325,7 +306,7 @@ func metricExporter(t *testing.T, srv *apptest.Server) *otlpmetrichttp.Exporter 
 func relay(t *testing.T, srv *apptest.Server, inc fleetIncident, t0 time.Time, server, app, instance, callHost string, callPort int) {
 	t.Helper()
 	ctx := context.Background()
-	exp := metricExporter(t, srv)
+	exp := srv.MetricExporter(t)
 	host, port, _ := net.SplitHostPort(instance)
 	res := resource.NewSchemaless(attribute.String("service.name", server), attribute.String("service.instance.id", instance),
 		attribute.String("server.address", host), attribute.String("server.port", port))
@@ -393,24 +374,6 @@ func scrapeHistory(t *testing.T, srv *apptest.Server, inc fleetIncident, t0 time
 	return done, u.Host
 }
 
-// apiJSON GETs an API path into out.
-func apiJSON(t *testing.T, srv *apptest.Server, path string, out any) {
-	t.Helper()
-	req, _ := http.NewRequest("GET", "http://"+srv.HTTPAddr+path, nil)
-	req.Header.Set("Authorization", "Bearer "+apptest.Key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("GET %s: %s", path, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		t.Fatal(err)
-	}
-}
-
 type diagnosisJSON struct {
 	Verdict  string `json:"verdict"`
 	Summary  string `json:"summary"`
@@ -441,7 +404,7 @@ func diagnoseWindow(t *testing.T, srv *apptest.Server, service, want string, win
 	var d diagnosisJSON
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) {
 		d = diagnosisJSON{}
-		apiJSON(t, srv, path, &d)
+		srv.GetJSON(t, path, &d)
 		ready := d.ServerMetrics != nil && (!calls || d.Requests == callsPerMinute*windowMinutes)
 		if ready && d.Verdict == want || time.Now().After(deadline) {
 			return d
@@ -527,7 +490,7 @@ func TestMetricsOnlyFleet(t *testing.T) {
 		apiPath := fmt.Sprintf("/api/v1/diagnose?service=chat-via-gateway&from=%s&to=%s", window[0].Format(time.RFC3339), window[1].Format(time.RFC3339))
 		for deadline := time.Now().Add(60 * time.Second); d.Requests != callsPerMinute*windowMinutes && time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
 			d = diagnosisJSON{}
-			apiJSON(t, srv, apiPath, &d)
+			srv.GetJSON(t, apiPath, &d)
 		}
 		if d.Requests != callsPerMinute*windowMinutes || d.ServerMetrics != nil {
 			t.Fatalf("unmapped gateway: %d requests, server metrics %+v; want all calls and none", d.Requests, d.ServerMetrics)
@@ -570,7 +533,7 @@ func TestMetricsOnlyFleet(t *testing.T) {
 				Instances []string `json:"instances"`
 			} `json:"services"`
 		}
-		apiJSON(t, srv, "/api/v1/services", &services)
+		srv.GetJSON(t, "/api/v1/services", &services)
 		listed := map[string]string{}
 		for _, s := range services.Services {
 			listed[s.Service] = strings.Join(s.Instances, ",")

@@ -56,7 +56,7 @@ func (h *tgiHistogram) metric(start, at time.Time) metricdata.Metrics {
 func relayTGI(t *testing.T, srv *apptest.Server, t0 time.Time, server, app, host string, port int) {
 	t.Helper()
 	ctx := context.Background()
-	exp := metricExporter(t, srv)
+	exp := srv.MetricExporter(t)
 	res := resource.NewSchemaless(attribute.String("service.name", server), attribute.String("service.instance.id", host+":80"),
 		attribute.String("server.address", host), attribute.String("server.port", "80"))
 	mk := func(name string, kv ...attribute.KeyValue) *tgiHistogram {
