@@ -136,7 +136,7 @@ func TestDemoMetricsOnlyServiceQueueing(t *testing.T) {
 		t.Fatal(err)
 	}
 	var surge demo.Phase
-	for _, p := range demo.BackfillPhases(now.Add(-backfill), now) {
+	for _, p := range demo.PlannedBackfill(now.Add(-backfill), now) {
 		if p.Incident == demo.BatchSurge {
 			surge = p
 		}

@@ -188,6 +188,18 @@ func BackfillPhases(from, to time.Time) []Phase {
 	return phases
 }
 
+// backfillQuiet: the backfill's last incident ends this long before live
+// traffic starts, so its aftermath (a KV queue drains for a minute or two)
+// is over by then and the default 15-minute window over live traffic's
+// first incident, a repeat of it, holds none of it.
+const backfillQuiet = 5 * time.Minute
+
+// PlannedBackfill is the incidents Run plants in a backfill over
+// [from, now): BackfillPhases up to backfillQuiet before now.
+func PlannedBackfill(from, now time.Time) []Phase {
+	return BackfillPhases(from, now.Add(-backfillQuiet))
+}
+
 // minIncident is the shortest incident phase the backfill plans: a cold
 // start needs its quiet spell (80 s, so the deployment reaches zero), the
 // pod start (up to 45 s) and some traffic, all inside the phase, or held

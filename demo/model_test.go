@@ -372,6 +372,9 @@ func TestBackfillPhases(t *testing.T) {
 	if len(got) != len(Incidents) || got[len(got)-1].Incident != LiveIncidents[0] {
 		t.Errorf("default backfill: %+v, want every incident, the last one live traffic's first", got)
 	}
+	if end := PlannedBackfill(base, base.Add(DefaultBackfill)); end[len(end)-1].To != base.Add(DefaultBackfill-backfillQuiet) {
+		t.Errorf("the backfill's last incident ends at %v, want %v before live traffic", end[len(end)-1].To, backfillQuiet)
+	}
 	for _, p := range got {
 		if p.To.Sub(p.From) != maxIncident {
 			t.Errorf("default backfill: %s lasts %v, want %v", p.Incident, p.To.Sub(p.From), maxIncident)

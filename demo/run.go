@@ -20,7 +20,7 @@ const (
 
 // Run backfills the last backfill of traffic (or only what followed
 // cfg.Resume), with one planted incident of each kind spread over it
-// (BackfillPhases), then generates live traffic in
+// (PlannedBackfill), then generates live traffic in
 // real time with the rotating incident schedule (LivePhases) until ctx is
 // done. Both run on one continuous simulation, so the queue, the replicas
 // and the autoscaler carry over from history into live traffic. It waits
@@ -50,7 +50,7 @@ func Run(ctx context.Context, cfg Config, backfill time.Duration) error {
 	if !cfg.Resume.IsZero() && backfill > 0 {
 		log.Info("demo: continuing the stored demo traffic", "newest", cfg.Resume.Format(time.RFC3339), "gap", shortDuration(backfill))
 	}
-	phases := BackfillPhases(from, now)
+	phases := PlannedBackfill(from, now)
 	planned := 0
 	live := LivePhases(now, now.Add(scheduleAhead), planned)
 	planned += len(live)
