@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
@@ -154,18 +153,8 @@ func TestRequestDetailPage(t *testing.T) {
 	// One trace: POST /chat → chat llama (client) → llm_request (vLLM), the
 	// same shape as the decomposition test: queue 200 ms, prefill 250 ms,
 	// network 50 ms, decode 1 s.
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(srv.OTLPHTTPAddr), otlptracehttp.WithInsecure(),
-		otlptracehttp.WithHeaders(map[string]string{"Authorization": "Bearer " + apptest.Key}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName("rag-chat"))))
-	vllmExp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(srv.OTLPHTTPAddr), otlptracehttp.WithInsecure(),
-		otlptracehttp.WithHeaders(map[string]string{"Authorization": "Bearer " + apptest.Key}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	vllm := sdktrace.NewTracerProvider(sdktrace.WithSyncer(vllmExp),
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(srv.TraceExporter(t)), sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName("rag-chat"))))
+	vllm := sdktrace.NewTracerProvider(sdktrace.WithSyncer(srv.TraceExporter(t)),
 		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName("vllm"), semconv.ServiceInstanceID("vllm-0"))))
 	t0 := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
 	rootCtx, root := tp.Tracer("app").Start(ctx, "POST /chat", trace.WithTimestamp(t0))
