@@ -164,33 +164,140 @@ func storedEpisode(project uint32, service string, e episode.Episode) postgres.E
 
 // diagnose runs the diagnosis of episodes never diagnosed, whose end moved
 // since, or ongoing and last diagnosed over Rediagnose ago; newest first.
+// An inference server's episode whose requests are exactly one app's
+// carries the diagnosis of the app's overlapping episode, or is diagnosed
+// once as the app when the app has none, so the two never contradict
+// (TestEpisodeDetectorPairedServerCarriesAppDiagnosis).
 func (d *EpisodeDetector) diagnose(ctx context.Context, project uint32, since, now time.Time) error {
 	eps, err := d.PG.Episodes(ctx, int64(project), "", since, now.Add(time.Minute))
 	if err != nil {
 		return err
 	}
 	sort.Slice(eps, func(i, j int) bool { return eps[i].Start.After(eps[j].Start) })
-	done := 0
-	for _, e := range eps {
-		if done >= d.DiagnosesPerPass {
-			break
+	apps, err := d.pairedApps(ctx, project, eps, diagnose.Range{From: since, To: now.Add(time.Minute)}, now)
+	if err != nil {
+		return err
+	}
+	budget := d.DiagnosesPerPass
+	for i := range eps {
+		if _, paired := apps[eps[i].ID]; !paired {
+			if err := d.diagnoseEpisode(ctx, project, &eps[i], eps[i].Service, now, &budget); err != nil {
+				return err
+			}
 		}
-		stale := e.DiagnosedAt == nil || !sameEnd(e.End, e.DiagnosedEnd) || (e.End == nil && now.Sub(*e.DiagnosedAt) >= d.Rediagnose)
-		if !stale {
+	}
+	for i := range eps {
+		e := &eps[i]
+		app, paired := apps[e.ID]
+		if !paired {
 			continue
 		}
-		done++
-		slo, prices := d.Settings.SLOAndPrices(ctx, project, e.Service, "")
-		dg, err := d.Queries.Diagnose(ctx, DiagnoseRequest{Project: project, Window: EpisodeWindow(e, now), Baseline: EpisodeBaseline(e),
-			Service: e.Service, SLO: slo, Prices: prices})
-		if err != nil {
-			return fmt.Errorf("diagnose episode %d of %s: %w", e.ID, e.Service, err)
+		src := overlappingEpisode(eps, app, *e)
+		if src == nil {
+			if err := d.diagnoseEpisode(ctx, project, e, app, now, &budget); err != nil {
+				return err
+			}
+			continue
 		}
-		if err := d.PG.RecordEpisodeDiagnosis(ctx, e.ID, string(dg.Verdict), dg.Confidence, dg.Summary, now, e.End); err != nil {
+		carried := postgres.EpisodeDiagnosis{Verdict: src.Verdict, Confidence: src.Confidence, Summary: src.Summary, At: *src.DiagnosedAt,
+			SawEnd: e.End, As: app}
+		if e.Verdict == carried.Verdict && e.Confidence == carried.Confidence && e.Summary == carried.Summary && e.DiagnosedAs == app &&
+			e.DiagnosedAt != nil && sameEnd(e.DiagnosedEnd, e.End) {
+			continue
+		}
+		if err := d.PG.RecordEpisodeDiagnosis(ctx, e.ID, carried); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// diagnoseEpisode diagnoses e as service (its own, or the app whose
+// requests it served) when its diagnosis is stale and the pass has budget
+// left, and records it on e.
+func (d *EpisodeDetector) diagnoseEpisode(ctx context.Context, project uint32, e *postgres.Episode, service string, now time.Time, budget *int) error {
+	as := service
+	if as == e.Service {
+		as = ""
+	}
+	stale := e.DiagnosedAt == nil || e.DiagnosedAs != as || !sameEnd(e.End, e.DiagnosedEnd) ||
+		(e.End == nil && now.Sub(*e.DiagnosedAt) >= d.Rediagnose)
+	if !stale || *budget <= 0 {
+		return nil
+	}
+	*budget--
+	slo, prices := d.Settings.SLOAndPrices(ctx, project, service, "")
+	dg, err := d.Queries.Diagnose(ctx, DiagnoseRequest{Project: project, Window: EpisodeWindow(*e, now), Baseline: EpisodeBaseline(*e),
+		Service: service, SLO: slo, Prices: prices})
+	if err != nil {
+		return fmt.Errorf("diagnose episode %d of %s: %w", e.ID, e.Service, err)
+	}
+	rec := postgres.EpisodeDiagnosis{Verdict: string(dg.Verdict), Confidence: dg.Confidence, Summary: dg.Summary, At: now, SawEnd: e.End, As: as}
+	if err := d.PG.RecordEpisodeDiagnosis(ctx, e.ID, rec); err != nil {
+		return err
+	}
+	e.Verdict, e.Confidence, e.Summary, e.DiagnosedAt, e.DiagnosedEnd, e.DiagnosedAs = rec.Verdict, rec.Confidence, rec.Summary, &rec.At, rec.SawEnd, as
+	return nil
+}
+
+// pairedApps maps the id of each inference server's episode whose
+// requests are exactly one app's to that app. A pair over the whole
+// horizon is a pair in every window of it; other servers are asked over
+// their episode's own window.
+func (d *EpisodeDetector) pairedApps(ctx context.Context, project uint32, eps []postgres.Episode, horizon diagnose.Range, now time.Time) (map[int64]string, error) {
+	out := map[int64]string{}
+	if len(eps) == 0 {
+		return out, nil
+	}
+	services, err := d.Queries.servicePairs(ctx, project, horizon)
+	if err != nil {
+		return nil, err
+	}
+	overHorizon, servers := map[string]string{}, map[string]bool{}
+	for _, s := range services {
+		if s.SameRequestsAs != "" && s.Role == "server" {
+			overHorizon[s.Service] = s.SameRequestsAs
+		} else if s.Role == "server" && len(s.Partners) > 0 {
+			servers[s.Service] = true
+		}
+	}
+	for _, e := range eps {
+		if app, ok := overHorizon[e.Service]; ok {
+			out[e.ID] = app
+			continue
+		}
+		if !servers[e.Service] {
+			continue
+		}
+		w := EpisodeWindow(e, now.Add(time.Minute))
+		inWindow, err := d.Queries.PairedApps(ctx, project, diagnose.Range{From: w.From.Truncate(time.Minute), To: w.To})
+		if err != nil {
+			return nil, err
+		}
+		if app, ok := inWindow[e.Service]; ok {
+			out[e.ID] = app
+		}
+	}
+	return out, nil
+}
+
+// overlappingEpisode is service's newest diagnosed episode in eps (newest
+// first) that shares a moment with e.
+func overlappingEpisode(eps []postgres.Episode, service string, e postgres.Episode) *postgres.Episode {
+	for i := range eps {
+		o := &eps[i]
+		if o.Service == service && o.DiagnosedAt != nil && o.DiagnosedAs == "" && overlap(*o, e) {
+			return o
+		}
+	}
+	return nil
+}
+
+// overlap reports whether two episodes share a moment (an ongoing one
+// runs on).
+func overlap(a, b postgres.Episode) bool {
+	endsAfter := func(e postgres.Episode, t time.Time) bool { return e.End == nil || e.End.After(t) }
+	return endsAfter(a, b.Start) && endsAfter(b, a.Start)
 }
 
 func sameEnd(a, b *time.Time) bool {
@@ -202,10 +309,11 @@ func sameEnd(a, b *time.Time) bool {
 
 // EpisodePath is an episode's own diagnosis page: its window (to the end
 // of the minute under way while it is ongoing) against the clean stretch
-// before it, in absolute times so the link can be shared.
+// before it, in absolute times so the link can be shared; of the app
+// whose diagnosis it carries, for a paired inference server's episode.
 func EpisodePath(e postgres.Episode, now time.Time) string {
 	w := EpisodeWindow(e, now.Truncate(time.Minute).Add(time.Minute))
-	q := url.Values{"service": {e.Service}, "from": {w.From.UTC().Format(time.RFC3339)}, "to": {w.To.UTC().Format(time.RFC3339)}}
+	q := url.Values{"service": {e.DiagnosisService()}, "from": {w.From.UTC().Format(time.RFC3339)}, "to": {w.To.UTC().Format(time.RFC3339)}}
 	if b := EpisodeBaseline(e); !b.IsZero() {
 		q.Set("baseline_from", b.From.UTC().Format(time.RFC3339))
 		q.Set("baseline_to", b.To.UTC().Format(time.RFC3339))

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,7 +98,7 @@ func TestReplaceEpisodesDeletesDissolved(t *testing.T) {
 	if err := a.PG.ReplaceEpisodes(ctx, 1, t0, []postgres.Episode{ep("chat", 0), ep("chat", 30), ep("vllm", 30)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.PG.RecordEpisodeDiagnosis(ctx, 1, "queueing", 0.9, "queue", t0, nil); err != nil {
+	if err := a.PG.RecordEpisodeDiagnosis(ctx, 1, postgres.EpisodeDiagnosis{Verdict: "queueing", Confidence: 0.9, Summary: "queue", At: t0}); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.PG.ReplaceEpisodes(ctx, 1, t0.Add(10*time.Minute), []postgres.Episode{ep("vllm", 30)}); err != nil {
@@ -163,5 +164,97 @@ func TestEpisodeDetectorOutageAndWaiting(t *testing.T) {
 	}
 	if e := latest("vllm"); e.End == nil || !e.End.Equal(at(299)) || e.SilentSince == nil || !e.SilentSince.Equal(at(294)) {
 		t.Errorf("vllm after its queue went silent: end %v, silent since %v; want ended %v, silent since %v", e.End, e.SilentSince, at(299), at(294))
+	}
+}
+
+// An inference server that served exactly one app's requests carries the
+// diagnosis of the app's overlapping episode (judged by the app's SLO),
+// stored, linked to the app's diagnosis; a server shared by two apps keeps
+// a diagnosis of its own.
+func TestEpisodeDetectorPairedServerCarriesAppDiagnosis(t *testing.T) {
+	a := storetest.Open(t)
+	ctx := context.Background()
+	if _, err := a.PG.EnsureProject(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.PG.CreateSLO(ctx, postgres.SLO{ProjectID: 1, Service: "chat", Metric: postgres.SLOMetricTTFT, Percentile: 95, ThresholdMs: 1000,
+		Window: "1h"}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().UTC().Truncate(time.Minute).Add(-5 * time.Hour)
+	reqs := analysistest.ChatRequests(1, start, 300, analysistest.QueueIncident{From: 240, To: 252}, analysistest.QueueIncident{From: 282, To: 400})
+	for i, r := range analysistest.ChatRequests(2, start, 300, analysistest.QueueIncident{From: 270, To: 285}) {
+		r.Service, r.ServerService = []string{"rag", "batch"}[i%2], "vllm-shared"
+		reqs = append(reqs, r)
+	}
+	if err := a.CH.Insert(ctx, clickhouse.RequestsBatch(reqs, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	now := start.Add(300 * time.Minute)
+	d := &EpisodeDetector{Queries: &Queries{CH: a.CH}, PG: a.PG, Now: func() time.Time { return now }, DiagnosesPerPass: 20}
+	if err := d.Detect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eps, err := a.PG.Episodes(ctx, 1, "", start, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string][]postgres.Episode{}
+	for _, e := range eps {
+		by[e.Service] = append(by[e.Service], e)
+	}
+	if len(by["chat"]) != 2 || len(by["vllm"]) != 2 || len(by["vllm-shared"]) != 1 {
+		t.Fatalf("episodes: chat %d, vllm %d, vllm-shared %d; want 2, 2, 1: %+v", len(by["chat"]), len(by["vllm"]), len(by["vllm-shared"]), eps)
+	}
+	for i, s := range by["vllm"] {
+		app := by["chat"][i]
+		if s.DiagnosedAs != "chat" || s.Verdict != app.Verdict || s.Confidence != app.Confidence || s.Summary != app.Summary {
+			t.Errorf("vllm's episode at %s carries %q %q (%.3f, %q); want chat's %q (%.3f, %q)", s.Start.Format("15:04"),
+				s.DiagnosedAs, s.Verdict, s.Confidence, s.Summary, app.Verdict, app.Confidence, app.Summary)
+		}
+		if p := EpisodePath(s, now); !strings.Contains(p, "service=chat&") {
+			t.Errorf("vllm's episode links %s, want chat's diagnosis", p)
+		}
+	}
+	if s := by["vllm-shared"][0]; s.DiagnosedAs != "" || s.DiagnosedAt == nil || !strings.Contains(EpisodePath(s, now), "service=vllm-shared&") {
+		t.Errorf("the shared server's episode: diagnosed as %q at %v, path %s; want its own diagnosis", s.DiagnosedAs, s.DiagnosedAt, EpisodePath(s, now))
+	}
+}
+
+// When the app's diagnosis changes (a later pass read more of its
+// requests), the next pass carries the new one to the server's episode.
+func TestEpisodeDetectorPairedServerFollowsAppDiagnosis(t *testing.T) {
+	a := storetest.Open(t)
+	ctx := context.Background()
+	if _, err := a.PG.EnsureProject(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().UTC().Truncate(time.Minute).Add(-5 * time.Hour)
+	reqs := analysistest.ChatRequests(1, start, 300, analysistest.QueueIncident{From: 240, To: 252})
+	if err := a.CH.Insert(ctx, clickhouse.RequestsBatch(reqs, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	now := start.Add(300 * time.Minute)
+	d := &EpisodeDetector{Queries: &Queries{CH: a.CH}, PG: a.PG, Now: func() time.Time { return now }}
+	if err := d.Detect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	chat, err := a.PG.Episodes(ctx, 1, "chat", start, now)
+	if err != nil || len(chat) != 1 {
+		t.Fatalf("chat: %+v (%v), want one episode", chat, err)
+	}
+	rec := postgres.EpisodeDiagnosis{Verdict: "prefill", Confidence: 0.8, Summary: "long prompts", At: now, SawEnd: chat[0].End}
+	if err := a.PG.RecordEpisodeDiagnosis(ctx, chat[0].ID, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Detect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vllm, err := a.PG.Episodes(ctx, 1, "vllm", start, now)
+	if err != nil || len(vllm) != 1 {
+		t.Fatalf("vllm: %+v (%v), want one episode", vllm, err)
+	}
+	if v := vllm[0]; v.Verdict != rec.Verdict || v.Summary != rec.Summary || v.Confidence != rec.Confidence {
+		t.Errorf("vllm's episode says %s (%.2f, %q) while chat's says %s (%.2f, %q)", v.Verdict, v.Confidence, v.Summary, rec.Verdict, rec.Confidence, rec.Summary)
 	}
 }

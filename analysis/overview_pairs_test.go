@@ -3,6 +3,7 @@ package analysis_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -18,7 +19,8 @@ import (
 // of requests seen from both sides: the overview pairs the two rows and
 // names one service for their verdict. Apps sharing a server, or calling
 // a managed API as well, are linked but not paired. Both reads (requests
-// and rollups) agree.
+// and rollups) agree, and so does PairedApps, the pairing the episode
+// detector reads.
 func TestOverviewPairsAppAndServer(t *testing.T) {
 	a := storetest.Open(t)
 	ctx := context.Background()
@@ -72,6 +74,10 @@ func TestOverviewPairsAppAndServer(t *testing.T) {
 		}
 		if !got["mobile"].Unpaired || got["chat"].Unpaired {
 			t.Errorf("%s window: mobile unpaired %v (it calls a managed API too), chat %v", window, got["mobile"].Unpaired, got["chat"].Unpaired)
+		}
+		apps, err := q.PairedApps(ctx, 1, diagnose.Range{From: now.Add(-window), To: now.Add(time.Minute)})
+		if err != nil || !maps.Equal(apps, map[string]string{"vllm": "chat"}) {
+			t.Errorf("%s window: PairedApps %v (%v), want vllm paired with chat", window, apps, err)
 		}
 	}
 }

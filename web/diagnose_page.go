@@ -59,7 +59,7 @@ func (s *Server) diagnosePage(c echo.Context) error {
 			v.WaitHref = params.Path() + "&wait=1"
 		}
 		v.ModelNote = modelNote(services, params.Service, params.Model)
-		v.Episodes = s.episodes(ctx, project, params.Service, episodeContext(params.Window), now, nil)
+		v.Episodes = s.episodes(ctx, project, params.Service, episodeContext(params.Window), now)
 		v.Share = shareBox(c, params.Path(), "Freeze this diagnosis into a link anyone can open, without logging in")
 	}
 	v.Controls = diagnoseControls(params, services)

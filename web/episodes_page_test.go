@@ -13,8 +13,9 @@ import (
 
 // With a queueing incident under way, the overview and the diagnosis page
 // lead with it ("Queueing since 03:23, 12 min, ongoing") and draw it on a
-// strip whose link is the episode's own diagnosis, in absolute times,
-// against the clean stretch before it.
+// strip whose link is the episode's diagnosis, in absolute times, against
+// the clean stretch before it. vllm served exactly rag-chat's requests, so
+// its episode carries and links rag-chat's diagnosis (diagnosed once).
 func TestPagesLeadWithTheOngoingEpisode(t *testing.T) {
 	srv := apptest.Start(t, apptest.Options{})
 	in := plantQueueingIncident(t, srv, defaultProject(t, srv), "rag-chat")
@@ -32,7 +33,7 @@ func TestPagesLeadWithTheOngoingEpisode(t *testing.T) {
 		found := false
 		for _, s := range starts {
 			link := `<a href="/diagnose?baseline_from=` + url.QueryEscape(s.Add(-time.Hour).Format(time.RFC3339)) +
-				"&baseline_to=" + url.QueryEscape(s.Format(time.RFC3339)) + "&from=" + url.QueryEscape(s.Format(time.RFC3339)) + "&service=vllm&to="
+				"&baseline_to=" + url.QueryEscape(s.Format(time.RFC3339)) + "&from=" + url.QueryEscape(s.Format(time.RFC3339)) + "&service=rag-chat&to="
 			if strings.Contains(page, link) && strings.Contains(page, "Queueing since "+s.Format("15:04")+", ") && strings.Contains(page, "ongoing</a>") {
 				found = true
 			}

@@ -17,10 +17,10 @@ import (
 // episodes reads the stored episodes of the window (one service, or every
 // service when service is "") and lays them out; nil when the store is
 // not there. A failure costs only this section, so it is logged.
-// verdictOf maps a service to the one whose verdict it shows (an
-// inference server paired with the app whose requests it served); nil
-// leaves every episode its own.
-func (s *Server) episodes(ctx context.Context, project uint32, service string, window diagnose.Range, now time.Time, verdictOf map[string]string) *views.EpisodesView {
+// An inference server paired with the app whose requests it served
+// carries the app's stored diagnosis (analysis.EpisodeDetector), so the
+// two never show contradictory verdicts.
+func (s *Server) episodes(ctx context.Context, project uint32, service string, window diagnose.Range, now time.Time) *views.EpisodesView {
 	if s.deps.PG == nil {
 		return nil
 	}
@@ -29,35 +29,8 @@ func (s *Server) episodes(ctx context.Context, project uint32, service string, w
 		s.deps.Log.Error("read episodes", "err", err)
 		return nil
 	}
-	unifyPairedEpisodes(eps, verdictOf)
 	v := episodesView(eps, window, now)
 	return &v
-}
-
-// unifyPairedEpisodes gives an episode of a service paired with another
-// (the same requests seen from the app and from its inference server) the
-// diagnosis of that service's overlapping episode, so the two never show
-// contradictory verdicts (TestUnifyPairedEpisodes).
-func unifyPairedEpisodes(eps []postgres.Episode, verdictOf map[string]string) {
-	for i := range eps {
-		other, ok := verdictOf[eps[i].Service]
-		if !ok || other == eps[i].Service {
-			continue
-		}
-		for _, o := range eps {
-			if o.Service == other && overlaps(o, eps[i]) && o.Verdict != "" {
-				eps[i].Verdict, eps[i].Confidence, eps[i].Summary = o.Verdict, o.Confidence, o.Summary
-				break
-			}
-		}
-	}
-}
-
-// overlaps reports whether two episodes share a moment (an ongoing one
-// runs to now).
-func overlaps(a, b postgres.Episode) bool {
-	endsAfter := func(e postgres.Episode, t time.Time) bool { return e.End == nil || e.End.After(t) }
-	return endsAfter(a, b.Start) && endsAfter(b, a.Start)
 }
 
 // episodeContext is the stretch a diagnosis page's strip shows: the
@@ -165,6 +138,9 @@ func episodeWhat(e postgres.Episode) string {
 
 func episodeTitle(e postgres.Episode, now time.Time) string {
 	t := e.Service + ": " + episodeText(e, now)
+	if e.DiagnosedAs != "" {
+		t += "; the same requests as " + e.DiagnosedAs + ", diagnosed once"
+	}
 	if e.PeakTTFTMs > 0 {
 		t += fmt.Sprintf("; TTFT p95 peaked at %s at %s", diagnose.FormatMs(e.PeakTTFTMs), e.Peak.UTC().Format("15:04"))
 		if e.BaselineTTFTMs > 0 {

@@ -50,24 +50,3 @@ func TestEpisodeTextSilence(t *testing.T) {
 		t.Errorf("ended silent: %q, want %q", got, want)
 	}
 }
-
-// An inference server paired with the app whose requests it served shows
-// the app's verdict on its overlapping episode, never a contradicting one;
-// an episode of its own (no overlap) keeps its verdict.
-func TestUnifyPairedEpisodes(t *testing.T) {
-	t0 := time.Date(2026, 3, 2, 3, 0, 0, 0, time.UTC)
-	at := func(m int) *time.Time { v := t0.Add(time.Duration(m) * time.Minute); return &v }
-	eps := []postgres.Episode{
-		{Service: "chat", Start: *at(10), Verdict: "queueing", Summary: "queued on vllm"},
-		{Service: "vllm", Start: *at(11), Verdict: "prefill", Summary: "long prompts"},
-		{Service: "vllm", Start: *at(0), End: at(5), Verdict: "decode"},
-		{Service: "rag", Start: *at(10), Verdict: "provider"},
-	}
-	unifyPairedEpisodes(eps, map[string]string{"chat": "chat", "vllm": "chat", "rag": "rag"})
-	if eps[1].Verdict != "queueing" || eps[1].Summary != "queued on vllm" {
-		t.Errorf("vllm's overlapping episode: %s (%s), want chat's queueing", eps[1].Verdict, eps[1].Summary)
-	}
-	if eps[2].Verdict != "decode" || eps[3].Verdict != "provider" {
-		t.Errorf("episodes without a paired overlap changed: %s, %s", eps[2].Verdict, eps[3].Verdict)
-	}
-}

@@ -142,11 +142,7 @@ func (s *Server) overviewPage(c echo.Context) error {
 		v.VerdictNote += " Counts cover every request; percentiles come from 5-minute rollups (histograms of 5 %-wide buckets, within ±2.5 %)."
 	}
 	v.Chart = overviewChart(ov)
-	verdictOf := map[string]string{}
-	for _, so := range ov.Services {
-		verdictOf[so.Service] = so.VerdictService()
-	}
-	v.Episodes = s.episodes(ctx, project, "", rng.Range, now, verdictOf)
+	v.Episodes = s.episodes(ctx, project, "", rng.Range, now)
 	for _, m := range ov.Models {
 		mq := url.Values{}
 		for k, vs := range rangeQuery {

@@ -48,15 +48,27 @@ type Episode struct {
 	// SilentSince is the first minute without a request when the service
 	// went silent in the episode (migration 0007); nil otherwise.
 	SilentSince *time.Time
+	// DiagnosedAs is the service whose diagnosis the episode carries (an
+	// inference server's episode carries the app's whose requests it
+	// served, migration 0008); "" for its own.
+	DiagnosedAs string
+}
+
+// DiagnosisService is the service an episode's diagnosis reads.
+func (e Episode) DiagnosisService() string {
+	if e.DiagnosedAs != "" {
+		return e.DiagnosedAs
+	}
+	return e.Service
 }
 
 const episodeColumns = "id, project_id, service, started_at, ended_at, signals, peak_at, peak_ttft_ms, peak_error_rate, baseline_ttft_ms, " +
-	"baseline_from, baseline_to, verdict, confidence, summary, diagnosed_at, diagnosed_end, silent_since"
+	"baseline_from, baseline_to, verdict, confidence, summary, diagnosed_at, diagnosed_end, silent_since, diagnosed_as"
 
 func scanEpisode(row pgx.CollectableRow) (Episode, error) {
 	var e Episode
 	err := row.Scan(&e.ID, &e.ProjectID, &e.Service, &e.Start, &e.End, &e.Signals, &e.Peak, &e.PeakTTFTMs, &e.PeakErrorRate, &e.BaselineTTFTMs,
-		&e.BaselineFrom, &e.BaselineTo, &e.Verdict, &e.Confidence, &e.Summary, &e.DiagnosedAt, &e.DiagnosedEnd, &e.SilentSince)
+		&e.BaselineFrom, &e.BaselineTo, &e.Verdict, &e.Confidence, &e.Summary, &e.DiagnosedAt, &e.DiagnosedEnd, &e.SilentSince, &e.DiagnosedAs)
 	for _, t := range []*time.Time{&e.Start, &e.Peak} {
 		*t = t.UTC()
 	}
@@ -132,11 +144,23 @@ func (s *Store) Episode(ctx context.Context, projectID, id int64) (Episode, erro
 	return e, nil
 }
 
-// RecordEpisodeDiagnosis keeps an episode's verdict and the end its
-// diagnosis saw (nil: it was ongoing).
-func (s *Store) RecordEpisodeDiagnosis(ctx context.Context, id int64, verdict string, confidence float64, summary string, at time.Time, sawEnd *time.Time) error {
-	_, err := s.Pool.Exec(ctx, `UPDATE episodes SET verdict = $2, confidence = $3, summary = $4, diagnosed_at = $5, diagnosed_end = $6 WHERE id = $1`,
-		id, verdict, confidence, summary, at, sawEnd)
+// EpisodeDiagnosis is the verdict recorded on an episode: when, the end it
+// saw (nil: it was ongoing), and the service it diagnosed ("" for the
+// episode's own).
+type EpisodeDiagnosis struct {
+	Verdict    string
+	Confidence float64
+	Summary    string
+	At         time.Time
+	SawEnd     *time.Time
+	As         string
+}
+
+// RecordEpisodeDiagnosis keeps an episode's diagnosis.
+func (s *Store) RecordEpisodeDiagnosis(ctx context.Context, id int64, d EpisodeDiagnosis) error {
+	_, err := s.Pool.Exec(ctx, `UPDATE episodes SET verdict = $2, confidence = $3, summary = $4, diagnosed_at = $5, diagnosed_end = $6,
+			diagnosed_as = $7 WHERE id = $1`,
+		id, d.Verdict, d.Confidence, d.Summary, d.At, d.SawEnd, d.As)
 	if err != nil {
 		return fmt.Errorf("record diagnosis of episode %d: %w", id, err)
 	}
