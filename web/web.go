@@ -118,6 +118,7 @@ func New(d Deps) *echo.Echo {
 	api.GET("/services", s.apiServices)
 	api.GET("/traces/:id", s.apiTrace)
 	api.GET("/coverage", s.apiCoverage)
+	api.GET("/episodes", s.apiEpisodes) // api_episodes.go
 	api.GET("/objectives", s.apiObjectives)
 	api.PUT("/objectives", s.apiSetObjective)
 	api.POST("/events", s.apiEvents)
