@@ -132,8 +132,11 @@ func (g BaselineGuard) Explain(d *diagnose.Diagnosis) {
 	clock := func(t time.Time) string { return t.UTC().Format("15:04") }
 	if g.Moved {
 		var parts []string
-		if g.Within != nil {
-			parts = append(parts, "the episode under way since "+clock(g.Within.Start))
+		if w := g.Within; w != nil && w.End == nil {
+			parts = append(parts, "the episode under way since "+clock(w.Start))
+		} else if w != nil {
+			// Resolved inside the window: "under way" would read as ongoing.
+			parts = append(parts, "the episode "+episodeSpan(*w)+" that runs into the window")
 		}
 		for _, e := range g.Excluded {
 			parts = append(parts, "the episode "+episodeSpan(e))

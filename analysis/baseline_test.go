@@ -156,3 +156,17 @@ func TestObjectiveFloorOnASlowService(t *testing.T) {
 		}
 	}
 }
+
+// An episode that ended inside the window is named by its span, not as
+// one still under way.
+func TestExplainNamesAResolvedEpisodeBySpan(t *testing.T) {
+	start := time.Date(2026, 12, 6, 8, 32, 0, 0, time.UTC)
+	end := start.Add(6 * time.Minute)
+	g := BaselineGuard{Moved: true, Within: &postgres.Episode{Start: start, End: &end},
+		Baseline: diagnose.Range{From: start.Add(-45 * time.Minute), To: start}}
+	var d diagnose.Diagnosis
+	g.Explain(&d)
+	if len(d.Evidence) == 0 || !strings.Contains(d.Evidence[0].Text, "leaving out the episode 08:32–08:38 that runs into the window") {
+		t.Fatalf("first evidence %+v does not name the resolved episode by its span", d.Evidence)
+	}
+}
