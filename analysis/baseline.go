@@ -48,34 +48,61 @@ type BaselineGuard struct {
 // CleanBaseline is the baseline of window that holds no episode: it ends
 // where the window starts, or where the episode under way then started
 // (within), and reaches back at most span, stopping at the last episode
-// before. ok is false when that leaves less than min(span, 15 min).
+// before. When that stretch is shorter than min(span, 15 min) — an
+// incident that repeats soon after the last — it looks before that
+// episode instead, back to cleanBaselineReach. ok is false when no such
+// stretch exists. Every episode the baseline skips over is excluded.
 func CleanBaseline(window diagnose.Range, span time.Duration, eps []postgres.Episode) (r diagnose.Range, within *postgres.Episode, excluded []postgres.Episode, ok bool) {
-	to := window.From
-	for moved := true; moved; { // an episode running at to moves it to its start
-		moved = false
+	to := startOfEpisodeAt(window.From, eps, &within)
+	need := min(span, minCleanBaseline)
+	for {
+		from, blocker := to.Add(-span), (*postgres.Episode)(nil)
 		for i := range eps {
 			e := &eps[i]
-			if e.Start.Before(to) && (e.End == nil || !e.End.Before(to)) {
-				to, within, moved = e.Start, e, true
+			if e.Start.Before(to) && e.End != nil && e.End.After(from) {
+				from, blocker = *e.End, e
 			}
 		}
-	}
-	from := to.Add(-span)
-	for _, e := range eps {
-		if !e.Start.Before(to) {
-			continue
+		r = diagnose.Range{From: from, To: to}
+		if ok = r.Duration() >= need; ok || blocker == nil || window.From.Sub(blocker.Start) > cleanBaselineReach {
+			break
 		}
-		if e.End != nil && e.End.After(from) {
-			from = *e.End
-		}
+		to = startOfEpisodeAt(blocker.Start, eps, nil)
+	}
+	reach := window.From.Add(-span) // what the default baseline would hold, or more
+	if r.From.Before(reach) {
+		reach = r.From
 	}
 	for _, e := range eps {
-		if e.Start.Before(window.From) && (e.End == nil || e.End.After(window.From.Add(-span))) && (within == nil || e.ID != within.ID) {
+		if e.Start.Before(window.From) && (e.End == nil || e.End.After(reach)) && (within == nil || e.ID != within.ID) {
 			excluded = append(excluded, e)
 		}
 	}
-	r = diagnose.Range{From: from, To: to}
-	return r, within, excluded, r.Duration() >= min(span, minCleanBaseline)
+	return r, within, excluded, ok
+}
+
+// cleanBaselineReach bounds how far before the window a clean baseline is
+// looked for: GuardDiagnosis reads a day of episodes before the default
+// baseline.
+const cleanBaselineReach = 24 * time.Hour
+
+// startOfEpisodeAt moves t back to the start of any episode running at t
+// (and of one running at that start, and so on); the first such episode
+// goes to *within when within is not nil.
+func startOfEpisodeAt(t time.Time, eps []postgres.Episode, within **postgres.Episode) time.Time {
+	for moved := true; moved; {
+		moved = false
+		for i := range eps {
+			e := &eps[i]
+			if e.Start.Before(t) && (e.End == nil || !e.End.Before(t)) {
+				t, moved = e.Start, true
+				if within != nil {
+					*within = e
+				}
+			}
+		}
+	}
+	return t
 }
 
 // GuardDiagnosis prepares d against stored episodes and objectives: with

@@ -14,6 +14,17 @@ import (
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
+// backToBack is a day and more of 10-minute episodes, each a minute after
+// the last, ending at end.
+func backToBack(end time.Time) []postgres.Episode {
+	var eps []postgres.Episode
+	for i := int64(1); i <= 24*6+2; i++ {
+		s, e := end.Add(-time.Duration(i)*10*time.Minute+time.Minute), end.Add(-time.Duration(i-1)*10*time.Minute)
+		eps = append(eps, postgres.Episode{ID: i, Start: s, End: &e})
+	}
+	return eps
+}
+
 func TestCleanBaseline(t *testing.T) {
 	t0 := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
@@ -39,8 +50,10 @@ func TestCleanBaseline(t *testing.T) {
 		{"the window opens in an episode: the stretch before it", []postgres.Episode{ep(1, -70, -58), ep(2, -20, 0)},
 			diagnose.Range{From: at(-58), To: at(-20)}, 2, 0, true},
 		{"an episode under way", []postgres.Episode{ep(2, -20, 0)}, diagnose.Range{From: at(-65), To: at(-20)}, 2, 0, true},
-		{"episode after episode: no clean stretch", []postgres.Episode{ep(1, -50, -28), ep(2, -20, 0)},
-			diagnose.Range{From: at(-28), To: at(-20)}, 2, 1, false},
+		{"episode after episode: the clean stretch before both", []postgres.Episode{ep(1, -50, -28), ep(2, -20, 0)},
+			diagnose.Range{From: at(-95), To: at(-50)}, 2, 1, true},
+		{"a repeat soon after the last episode: the stretch before that one", []postgres.Episode{ep(1, -120, -110), ep(2, -7, -1)},
+			diagnose.Range{From: at(-52), To: at(-7)}, 0, 1, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -56,6 +69,9 @@ func TestCleanBaseline(t *testing.T) {
 				t.Errorf("excluded %d episodes, want %d", len(excluded), c.excluded)
 			}
 		})
+	}
+	if r, _, _, ok := CleanBaseline(window, 45*time.Minute, backToBack(at(-1))); ok {
+		t.Errorf("a day of episodes a minute apart gave the baseline %s–%s", r.From, r.To)
 	}
 }
 
