@@ -189,10 +189,11 @@ func BackfillPhases(from, to time.Time) []Phase {
 }
 
 // backfillQuiet: the backfill's last incident ends this long before live
-// traffic starts, so its aftermath (a KV queue drains for a minute or two)
-// is over by then and the default 15-minute window over live traffic's
-// first incident, a repeat of it, holds none of it.
-const backfillQuiet = 5 * time.Minute
+// traffic starts, so its aftermath (a 3-minute KV saturation's queue takes
+// about as long to drain) is over by then, and the default 15-minute
+// window over live traffic's first incident (liveHealthy after the start),
+// a repeat of it, holds none of it.
+const backfillQuiet = 8 * time.Minute
 
 // PlannedBackfill is the incidents Run plants in a backfill over
 // [from, now): BackfillPhases up to backfillQuiet before now.
