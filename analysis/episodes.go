@@ -38,8 +38,8 @@ const (
 )
 
 // EpisodeDetector segments every service's recent traffic (either side:
-// calling app and inference server) into episodes once per Interval and
-// stores them, so pages read them instead of computing them; each pass
+// calling app and inference server) into episodes, at least once per
+// Interval and as soon as assembly finishes a minute, and stores them, so pages read them instead of computing them; each pass
 // re-reads the last Horizon, so late data moves starts and ends. New or
 // changed episodes are diagnosed against the clean stretch before them
 // (at most DiagnosesPerPass a pass). One node of a cluster at a time.
@@ -58,6 +58,11 @@ type EpisodeDetector struct {
 	DiagnosesPerPass int
 	Rediagnose       time.Duration
 	Now              func() time.Time
+	// Progress, when set, is the assembler's watermark: a pass runs as
+	// soon as it has assembled another minute (Run), and Poll (default
+	// 5 s) is how often it is read.
+	Progress Progress
+	Poll     time.Duration
 
 	once sync.Once
 }
@@ -82,6 +87,9 @@ func (d *EpisodeDetector) defaults() {
 		if d.Now == nil {
 			d.Now = time.Now
 		}
+		if d.Poll <= 0 {
+			d.Poll = 5 * time.Second
+		}
 		if d.Log == nil {
 			d.Log = slog.New(slog.DiscardHandler)
 		}
@@ -89,13 +97,6 @@ func (d *EpisodeDetector) defaults() {
 			d.Settings = &StoredSettings{PG: d.PG, Log: d.Log}
 		}
 	})
-}
-
-// Run detects until ctx is done; one node of a cluster at a time.
-func (d *EpisodeDetector) Run(ctx context.Context) {
-	d.defaults()
-	d.PG.RunLocked(ctx, postgres.LockEpisodes, d.Interval, d.Log, "detecting episodes",
-		func(ctx context.Context) (bool, error) { return false, d.Detect(ctx) })
 }
 
 // Detect runs one pass over every project. A failing project does not stop

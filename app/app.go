@@ -62,8 +62,9 @@ type App struct {
 	Scraper *ingest.Scraper
 	// Alerts posts SLO fast-burn webhooks (every minute; tests call Evaluate).
 	Alerts *alerts.AlertEvaluator
-	// Episodes segments services' traffic into incidents (every minute;
-	// tests call Detect).
+	// Episodes segments services' traffic into incidents (at start, as
+	// the assembler finishes each minute, at least every minute; tests call
+	// Detect).
 	Episodes *analysis.EpisodeDetector
 
 	// Bound addresses (useful when the config asked for port 0).
@@ -165,7 +166,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		Client: cfg.Outbound.Client(10 * time.Second)}
 	a.workers.Add(1)
 	go func() { defer a.workers.Done(); a.Alerts.Run(workCtx) }()
-	a.Episodes = &analysis.EpisodeDetector{Queries: a.Queries, PG: a.PG, Settings: settings, Log: log}
+	a.Episodes = &analysis.EpisodeDetector{Queries: a.Queries, PG: a.PG, Settings: settings, Log: log, Progress: asm}
 	a.workers.Add(1)
 	go func() { defer a.workers.Done(); a.Episodes.Run(workCtx) }()
 	a.serveHTTP(lns.http, app)
