@@ -1,4 +1,4 @@
-package analysis_test
+package analysis
 
 import (
 	"context"
@@ -6,12 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokenpath/tokenpath/analysis"
 	"github.com/tokenpath/tokenpath/analysis/analysistest"
 	"github.com/tokenpath/tokenpath/analysis/assembler"
 	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/store/postgres"
-	"github.com/tokenpath/tokenpath/store/storetest"
 )
 
 // The detector runs a pass as soon as it starts, and another as soon as
@@ -19,17 +17,11 @@ import (
 // episode whose healthy minutes arrived (late, as after a restart) is
 // closed once the assembler has them, with the tick an hour away.
 func TestEpisodeDetectorRunsAsAssemblyAdvances(t *testing.T) {
-	a := storetest.Open(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if _, err := a.PG.EnsureProject(ctx, "default"); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now().UTC().Truncate(time.Minute).Add(-5 * time.Hour)
 	at := func(m int) time.Time { return start.Add(time.Duration(m) * time.Minute) }
-	if err := a.CH.Insert(ctx, clickhouse.RequestsBatch(analysistest.ChatRequests(1, start, 300, analysistest.QueueIncident{From: 282, To: 400}), nil, 1)); err != nil {
-		t.Fatal(err)
-	}
+	a, bg := detectorStores(t, analysistest.ChatRequests(1, start, 300, analysistest.QueueIncident{From: 282, To: 400}))
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
 	var mu sync.Mutex
 	now, assembled := at(300), time.Now().UTC()
 	clock := func(t *time.Time) func() time.Time {
@@ -39,7 +31,7 @@ func TestEpisodeDetectorRunsAsAssemblyAdvances(t *testing.T) {
 	if _, err := asm.Step(ctx); err != nil {
 		t.Fatal(err)
 	}
-	d := &analysis.EpisodeDetector{Queries: &analysis.Queries{CH: a.CH}, PG: a.PG, Now: clock(&now), Progress: asm,
+	d := &EpisodeDetector{Queries: &Queries{CH: a.CH}, PG: a.PG, Now: clock(&now), Progress: asm,
 		Interval: time.Hour, Poll: 20 * time.Millisecond}
 	go d.Run(ctx)
 	vllm := func(want func(postgres.Episode) bool, within time.Duration) (postgres.Episode, bool) {

@@ -18,18 +18,11 @@ import (
 // second ongoing), diagnoses each against the clean stretch before it, and
 // rewrites them as late data arrives.
 func TestEpisodeDetectorStoresAndUpdatesEpisodes(t *testing.T) {
-	a := storetest.Open(t)
-	ctx := context.Background()
-	if _, err := a.PG.EnsureProject(ctx, "default"); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now().UTC().Truncate(time.Minute).Add(-5 * time.Hour)
 	// 4 h healthy, a 12-minute incident, 30 minutes healthy, then an
 	// incident under way when the first pass runs.
-	reqs := analysistest.ChatRequests(1, start, 300, analysistest.QueueIncident{From: 240, To: 252}, analysistest.QueueIncident{From: 282, To: 400})
-	if err := a.CH.Insert(ctx, clickhouse.RequestsBatch(reqs, nil, 1)); err != nil {
-		t.Fatal(err)
-	}
+	a, ctx := detectorStores(t, analysistest.ChatRequests(1, start, 300, analysistest.QueueIncident{From: 240, To: 252},
+		analysistest.QueueIncident{From: 282, To: 400}))
 	now := start.Add(300 * time.Minute)
 	d := &EpisodeDetector{Queries: &Queries{CH: a.CH}, PG: a.PG, Now: func() time.Time { return now }}
 	if err := d.Detect(ctx); err != nil {
@@ -121,16 +114,9 @@ func TestReplaceEpisodesDeletesDissolved(t *testing.T) {
 // 5 minutes into the silence; the inference server's stays open while its
 // waiting gauge says requests are still queued, however few finish.
 func TestEpisodeDetectorOutageAndWaiting(t *testing.T) {
-	a := storetest.Open(t)
-	ctx := context.Background()
-	if _, err := a.PG.EnsureProject(ctx, "default"); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now().UTC().Truncate(time.Minute).Add(-6 * time.Hour)
 	at := func(m int) time.Time { return start.Add(time.Duration(m) * time.Minute) }
-	if err := a.CH.Insert(ctx, clickhouse.RequestsBatch(analysistest.ChatRequests(3, start, 290, analysistest.QueueIncident{From: 270, To: 400}), nil, 1)); err != nil {
-		t.Fatal(err)
-	}
+	a, ctx := detectorStores(t, analysistest.ChatRequests(3, start, 290, analysistest.QueueIncident{From: 270, To: 400}))
 	var gauge []telemetry.MetricPoint
 	for s := 280 * 60; s < 294*60; s += 15 {
 		gauge = append(gauge, telemetry.MetricPoint{ProjectID: 1, Time: start.Add(time.Duration(s) * time.Second), Service: "vllm", Instance: "vllm-0",
@@ -172,22 +158,15 @@ func TestEpisodeDetectorOutageAndWaiting(t *testing.T) {
 // stored, linked to the app's diagnosis; a server shared by two apps keeps
 // a diagnosis of its own.
 func TestEpisodeDetectorPairedServerCarriesAppDiagnosis(t *testing.T) {
-	a := storetest.Open(t)
-	ctx := context.Background()
-	if _, err := a.PG.EnsureProject(ctx, "default"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.PG.CreateSLO(ctx, postgres.SLO{ProjectID: 1, Service: "chat", Metric: postgres.SLOMetricTTFT, Percentile: 95, ThresholdMs: 1000,
-		Window: "1h"}); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now().UTC().Truncate(time.Minute).Add(-5 * time.Hour)
 	reqs := analysistest.ChatRequests(1, start, 300, analysistest.QueueIncident{From: 240, To: 252}, analysistest.QueueIncident{From: 282, To: 400})
 	for i, r := range analysistest.ChatRequests(2, start, 300, analysistest.QueueIncident{From: 270, To: 285}) {
 		r.Service, r.ServerService = []string{"rag", "batch"}[i%2], "vllm-shared"
 		reqs = append(reqs, r)
 	}
-	if err := a.CH.Insert(ctx, clickhouse.RequestsBatch(reqs, nil, 1)); err != nil {
+	a, ctx := detectorStores(t, reqs)
+	if _, err := a.PG.CreateSLO(ctx, postgres.SLO{ProjectID: 1, Service: "chat", Metric: postgres.SLOMetricTTFT, Percentile: 95, ThresholdMs: 1000,
+		Window: "1h"}); err != nil {
 		t.Fatal(err)
 	}
 	now := start.Add(300 * time.Minute)
@@ -224,16 +203,8 @@ func TestEpisodeDetectorPairedServerCarriesAppDiagnosis(t *testing.T) {
 // When the app's diagnosis changes (a later pass read more of its
 // requests), the next pass carries the new one to the server's episode.
 func TestEpisodeDetectorPairedServerFollowsAppDiagnosis(t *testing.T) {
-	a := storetest.Open(t)
-	ctx := context.Background()
-	if _, err := a.PG.EnsureProject(ctx, "default"); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now().UTC().Truncate(time.Minute).Add(-5 * time.Hour)
-	reqs := analysistest.ChatRequests(1, start, 300, analysistest.QueueIncident{From: 240, To: 252})
-	if err := a.CH.Insert(ctx, clickhouse.RequestsBatch(reqs, nil, 1)); err != nil {
-		t.Fatal(err)
-	}
+	a, ctx := detectorStores(t, analysistest.ChatRequests(1, start, 300, analysistest.QueueIncident{From: 240, To: 252}))
 	now := start.Add(300 * time.Minute)
 	d := &EpisodeDetector{Queries: &Queries{CH: a.CH}, PG: a.PG, Now: func() time.Time { return now }}
 	if err := d.Detect(ctx); err != nil {
@@ -257,4 +228,19 @@ func TestEpisodeDetectorPairedServerFollowsAppDiagnosis(t *testing.T) {
 	if v := vllm[0]; v.Verdict != rec.Verdict || v.Summary != rec.Summary || v.Confidence != rec.Confidence {
 		t.Errorf("vllm's episode says %s (%.2f, %q) while chat's says %s (%.2f, %q)", v.Verdict, v.Confidence, v.Summary, rec.Verdict, rec.Confidence, rec.Summary)
 	}
+}
+
+// detectorStores opens the stores with the default project (id 1) and reqs
+// stored.
+func detectorStores(t *testing.T, reqs []telemetry.LLMRequest) (storetest.Stores, context.Context) {
+	t.Helper()
+	a := storetest.Open(t)
+	ctx := context.Background()
+	if _, err := a.PG.EnsureProject(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CH.Insert(ctx, clickhouse.RequestsBatch(reqs, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	return a, ctx
 }
