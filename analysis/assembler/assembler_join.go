@@ -325,4 +325,4 @@ func (a *Assembler) storedRows(ctx context.Context, project uint32, traceIDs []s
 
 // existingRowColumns is what the assembler reads of stored rows: every
 // column it writes, and the version and tombstone flag FINAL would use.
-const existingRowColumns = clickhouse.RequestColumns + ", " + clickhouse.DetailColumns + ", toInt64(version) AS row_version, is_deleted"
+var existingRowColumns = clickhouse.RequestColumns + ", " + clickhouse.DetailColumns + ", toInt64(version) AS row_version, is_deleted"

@@ -408,39 +408,6 @@ func spanCoreFields() map[string]typedColumn[telemetry.Span] {
 	}
 }
 
-// requestFields maps each column of RequestColumns, with the type the
-// engine reports for it, to its decoder.
-func requestFields() map[string]typedColumn[telemetry.LLMRequest] {
-	type rq = telemetry.LLMRequest
-	return map[string]typedColumn[rq]{
-		"project_id":         {"UInt32", func(r *binReader, q *rq, _ *numSlab) { q.ProjectID = r.u32() }},
-		"trace_id":           strColumn(func(q *rq) *string { return &q.TraceID }),
-		"span_id":            strColumn(func(q *rq) *string { return &q.SpanID }),
-		"tenant":             strColumn(func(q *rq) *string { return &q.Tenant }),
-		"service":            lcColumn(func(q *rq) *string { return &q.Service }),
-		"server_service":     lcColumn(func(q *rq) *string { return &q.ServerService }),
-		"model":              lcColumn(func(q *rq) *string { return &q.Model }),
-		"provider":           lcColumn(func(q *rq) *string { return &q.Provider }),
-		"instance":           lcColumn(func(q *rq) *string { return &q.Instance }),
-		"route":              lcColumn(func(q *rq) *string { return &q.Route }),
-		"start":              timeColumn(func(q *rq) *time.Time { return &q.Start }),
-		"ttft_ms":            nullFloatColumn(func(q *rq) **float64 { return &q.TTFT }),
-		"pre_inference_ms":   nullFloatColumn(func(q *rq) **float64 { return &q.PreInference }),
-		"queue_ms":           nullFloatColumn(func(q *rq) **float64 { return &q.Queue }),
-		"prefill_ms":         nullFloatColumn(func(q *rq) **float64 { return &q.Prefill }),
-		"network_ms":         nullFloatColumn(func(q *rq) **float64 { return &q.Network }),
-		"decode_ms":          nullFloatColumn(func(q *rq) **float64 { return &q.Decode }),
-		"e2e_ms":             nullFloatColumn(func(q *rq) **float64 { return &q.E2E }),
-		"itl_ms":             nullFloatColumn(func(q *rq) **float64 { return &q.ITL }),
-		"cold_start_wait_ms": nullFloatColumn(func(q *rq) **float64 { return &q.ColdStartWait }),
-		"input_tokens":       nullIntColumn(func(q *rq) **int64 { return &q.InputTokens }),
-		"output_tokens":      nullIntColumn(func(q *rq) **int64 { return &q.OutputTokens }),
-		"cold_start":         {"UInt8", func(r *binReader, q *rq, _ *numSlab) { q.ColdStart = r.u8() != 0 }},
-		"error":              {"UInt8", func(r *binReader, q *rq, _ *numSlab) { q.Error = r.u8() != 0 }},
-		"call_index":         {"UInt16", func(r *binReader, q *rq, _ *numSlab) { q.CallIndex = int(r.u16()) }},
-	}
-}
-
 // decodeRequests decodes RowBinaryWithNamesAndTypes whose columns are all
 // RequestColumns ones with their table types; anything else is
 // errUnsupportedType.
