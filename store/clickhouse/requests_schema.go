@@ -115,10 +115,8 @@ func fillColumn[C any](rows []rq, field func(*rq) *C) []C {
 func uint32Col(name string, part requestPart, f func(*rq) *uint32) requestColumn {
 	return requestColumn{name: name, typ: "UInt32", part: part,
 		encode: func(w requestRows) any { return fillColumn(w.all, f) },
-		typed: func() typedColumn[rq] {
-			return typedColumn[rq]{"UInt32", func(r *binReader, q *rq, _ *numSlab) { *f(q) = r.u32() }}
-		},
-		scan: func(w Row, q *rq) { *f(q) = uint32(w.Int(name)) }}
+		typed:  stateless(typedColumn[rq]{"UInt32", func(r *binReader, q *rq, _ *numSlab) { *f(q) = r.u32() }}),
+		scan:   func(w Row, q *rq) { *f(q) = uint32(w.Int(name)) }}
 }
 
 func stringCol(name string, part requestPart, f func(*rq) *string) requestColumn {
@@ -159,33 +157,35 @@ func countCol(name string, part requestPart, f func(*rq) **int64) requestColumn 
 }
 
 func flagCol(name string, f func(*rq) *bool) requestColumn {
-	return requestColumn{name: name, typ: "UInt8", part: requestCore,
-		encode: func(w requestRows) any {
-			out := make([]uint8, len(w.all))
-			for i := range w.all {
-				out[i] = b2u(*f(&w.all[i]))
-			}
-			return out
-		},
-		typed: func() typedColumn[rq] {
-			return typedColumn[rq]{"UInt8", func(r *binReader, q *rq, _ *numSlab) { *f(q) = r.u8() != 0 }}
-		},
-		scan: func(w Row, q *rq) { *f(q) = w.Bool(name) }}
+	return convertedCol(name, "UInt8", f, b2u, func(r *binReader) bool { return r.u8() != 0 }, Row.Bool)
 }
 
 func callIndexCol(name string, f func(*rq) *int) requestColumn {
-	return requestColumn{name: name, typ: "UInt16", part: requestCore,
+	return convertedCol(name, "UInt16", f, func(v int) uint16 { return uint16(v) },
+		func(r *binReader) int { return int(r.u16()) }, func(w Row, c string) int { return int(w.Int(c)) })
+}
+
+// convertedCol stores a field of Go type F as a column of Go type C (a
+// bool as UInt8, an int as UInt16): store converts for the batch, read
+// and scan convert back from RowBinary and from a Result row.
+func convertedCol[F, C any](name, typ string, f func(*rq) *F, store func(F) C, read func(*binReader) F, scan func(Row, string) F) requestColumn {
+	return requestColumn{name: name, typ: typ, part: requestCore,
 		encode: func(w requestRows) any {
-			out := make([]uint16, len(w.all))
+			out := make([]C, len(w.all))
 			for i := range w.all {
-				out[i] = uint16(*f(&w.all[i]))
+				out[i] = store(*f(&w.all[i]))
 			}
 			return out
 		},
-		typed: func() typedColumn[rq] {
-			return typedColumn[rq]{"UInt16", func(r *binReader, q *rq, _ *numSlab) { *f(q) = int(r.u16()) }}
-		},
-		scan: func(w Row, q *rq) { *f(q) = int(w.Int(name)) }}
+		typed: stateless(typedColumn[rq]{typ, func(r *binReader, q *rq, _ *numSlab) { *f(q) = read(r) }}),
+		scan:  func(w Row, q *rq) { *f(q) = scan(w, name) }}
+}
+
+// stateless hands out the one decoder of a column that keeps no state,
+// made once: a new closure per answer cost an allocation each
+// (BenchmarkDecodeRequests -benchmem).
+func stateless(c typedColumn[rq]) func() typedColumn[rq] {
+	return func() typedColumn[rq] { return c }
 }
 
 // requestColumnList is the select list of one part of requestSchema.
