@@ -43,6 +43,9 @@ type BaselineGuard struct {
 	// ObjectiveMs is the default TTFT p95 objective put in for a missing
 	// TTFT SLO (0: the SLO was kept).
 	ObjectiveMs float64
+	// PairedServer is the inference server asked about when the diagnosis
+	// is of the app whose requests it served, DiagnosedAs ("" otherwise).
+	PairedServer, DiagnosedAs string
 }
 
 // CleanBaseline is the baseline of window that holds no episode: it ends
@@ -109,9 +112,21 @@ func startOfEpisodeAt(t time.Time, eps []postgres.Episode, within **postgres.Epi
 // no TTFT SLO it judges TTFT p95 against the service's objective
 // (Objectives.For), and a default baseline (d.Baseline zero, one service)
 // becomes the clean stretch before the window, or nothing when there is
-// none. Stored errors are logged and leave d as it was.
+// none. An inference server that served exactly one app's requests in the
+// window is diagnosed as that app, with its SLO: the same requests get one
+// verdict (TestGuardDiagnosesPairedServerAsItsApp). Stored errors are
+// logged and leave d as it was.
 func (s *StoredSettings) GuardDiagnosis(ctx context.Context, d *DiagnoseRequest) BaselineGuard {
 	var g BaselineGuard
+	if s.Pairs != nil && d.Service != "" {
+		apps, err := s.Pairs.PairedApps(ctx, d.Project, diagnose.Range{From: d.Window.From.Truncate(time.Minute), To: d.Window.To})
+		if err != nil {
+			s.logError("read paired services", err)
+		} else if app, ok := apps[d.Service]; ok {
+			g.PairedServer, g.DiagnosedAs, d.Service = d.Service, app, app
+			d.SLO, d.Prices = s.SLOAndPrices(ctx, d.Project, app, d.Model)
+		}
+	}
 	if d.SLO == nil || d.SLO.TTFTMs <= 0 {
 		o, err := s.Objectives(ctx, d.Project)
 		if err != nil {
@@ -157,6 +172,10 @@ func (s *StoredSettings) GuardDiagnosis(ctx context.Context, d *DiagnoseRequest)
 func (g BaselineGuard) Explain(d *diagnose.Diagnosis) {
 	var notes []string
 	clock := func(t time.Time) string { return t.UTC().Format("15:04") }
+	if g.PairedServer != "" {
+		notes = append(notes, fmt.Sprintf("Same requests as %[2]s: %[1]s served exactly %[2]s's requests in this window, so they are diagnosed once, as %[2]s (with its SLO).",
+			g.PairedServer, g.DiagnosedAs))
+	}
 	if g.Moved {
 		var parts []string
 		if w := g.Within; w != nil && w.End == nil {

@@ -186,3 +186,47 @@ func TestExplainNamesAResolvedEpisodeBySpan(t *testing.T) {
 		t.Fatalf("first evidence %+v does not name the resolved episode by its span", d.Evidence)
 	}
 }
+
+// An inference server that served exactly one app's requests in the window
+// is diagnosed as the app, with the app's SLO, and says so: its diagnosis
+// and the app's are one. A server shared by two apps keeps its own.
+func TestGuardDiagnosesPairedServerAsItsApp(t *testing.T) {
+	start := time.Now().UTC().Truncate(time.Minute).Add(-5 * time.Hour)
+	reqs := analysistest.ChatRequests(1, start, 300, analysistest.QueueIncident{From: 282, To: 400})
+	for i, r := range analysistest.ChatRequests(2, start, 300) {
+		r.Service, r.ServerService = []string{"rag", "batch"}[i%2], "vllm-shared"
+		reqs = append(reqs, r)
+	}
+	a, ctx := detectorStores(t, reqs)
+	if _, err := a.PG.CreateSLO(ctx, postgres.SLO{ProjectID: 1, Service: "chat", Metric: postgres.SLOMetricTTFT, Percentile: 95, ThresholdMs: 1000,
+		Window: "1h"}); err != nil {
+		t.Fatal(err)
+	}
+	q := &Queries{CH: a.CH}
+	settings := &StoredSettings{PG: a.PG, Pairs: q}
+	window := diagnose.Range{From: start.Add(285 * time.Minute), To: start.Add(300 * time.Minute)}
+	diagnosis := func(service string) (DiagnoseRequest, BaselineGuard, diagnose.Diagnosis) {
+		t.Helper()
+		req := DiagnoseRequest{Project: 1, Window: window, Service: service}
+		req.SLO, req.Prices = settings.SLOAndPrices(ctx, 1, service, "")
+		g := settings.GuardDiagnosis(ctx, &req)
+		dg, err := q.Diagnose(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Explain(&dg)
+		return req, g, dg
+	}
+	_, _, app := diagnosis("chat")
+	req, g, server := diagnosis("vllm")
+	if req.Service != "chat" || req.SLO == nil || req.SLO.TTFTMs != 1000 || g.PairedServer != "vllm" || g.ObjectiveMs != 0 {
+		t.Errorf("vllm's diagnosis read %q with SLO %+v (paired server %q, objective %v); want chat's, with its 1 s SLO", req.Service, req.SLO,
+			g.PairedServer, g.ObjectiveMs)
+	}
+	if server.Verdict != app.Verdict || server.Summary != app.Summary || !strings.Contains(server.Evidence[0].Text, "Same requests as chat: vllm served exactly") {
+		t.Errorf("vllm: %s %q (first evidence %q); chat: %s %q", server.Verdict, server.Summary, server.Evidence[0].Text, app.Verdict, app.Summary)
+	}
+	if req, g, _ := diagnosis("vllm-shared"); req.Service != "vllm-shared" || g.PairedServer != "" {
+		t.Errorf("the shared server was diagnosed as %q (paired %q), want itself", req.Service, g.PairedServer)
+	}
+}

@@ -40,6 +40,10 @@ func ValidateWebhookURL(raw string) error {
 type StoredSettings struct {
 	PG  *postgres.Store
 	Log *slog.Logger
+	// Pairs, when set, says which inference servers served exactly one
+	// app's requests (Queries.PairedApps): GuardDiagnosis diagnoses such a
+	// server's window as that app, once, with the app's SLO.
+	Pairs *Queries
 }
 
 // Prices returns the project's price table (model → $ per 1M tokens).

@@ -133,6 +133,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	go func() { defer a.workers.Done(); asm.Run(workCtx) }()
 	settings := &analysis.StoredSettings{PG: a.PG, Log: log}
 	a.Queries = &analysis.Queries{CH: a.CH, Mappings: settings}
+	settings.Pairs = a.Queries
 
 	public := a.publicURL()
 

@@ -13,8 +13,9 @@ import (
 // GET /api/v1/episodes lists the stored episodes of a window: the app's
 // and its inference server's ongoing queueing episode, the server's
 // carrying the app's diagnosis, each with a diagnosis link the API
-// answers; a service narrows the list, a window before the incident holds
-// none, and a bad window is refused with a sentence.
+// answers (the server's window asked of the server itself is diagnosed as
+// the app); a service narrows the list, a window before the incident
+// holds none, and a bad window is refused with a sentence.
 func TestAPIEpisodes(t *testing.T) {
 	srv := apptest.Start(t, apptest.Options{})
 	in := plantQueueingIncident(t, srv, defaultProject(t, srv), "rag-chat")
@@ -67,12 +68,23 @@ func TestAPIEpisodes(t *testing.T) {
 	if server.DiagnosedAs != "rag-chat" || server.Summary != app.Summary || !strings.Contains(server.Diagnosis, "service=rag-chat&") {
 		t.Errorf("vllm's episode: diagnosed as %q, %q, link %s; want rag-chat's diagnosis (%q)", server.DiagnosedAs, server.Summary, server.Diagnosis, app.Summary)
 	}
-	var dg struct {
-		Verdict string `json:"verdict"`
+	type diagnosis struct {
+		Verdict  string `json:"verdict"`
+		Summary  string `json:"summary"`
+		Evidence []struct {
+			Text string `json:"text"`
+		} `json:"evidence"`
 	}
+	var dg, own diagnosis
 	b.getJSON(server.DiagAPI, apptest.Key, &dg)
 	if dg.Verdict != "queueing" {
 		t.Errorf("vllm's episode's diagnosis from the API: %q, want queueing", dg.Verdict)
+	}
+	// Asked about vllm itself, the diagnosis is rag-chat's: the same
+	// requests, one verdict.
+	b.getJSON(strings.Replace(server.DiagAPI, "service=rag-chat", "service=vllm", 1), apptest.Key, &own)
+	if own.Verdict != dg.Verdict || own.Summary != dg.Summary || len(own.Evidence) == 0 || !strings.HasPrefix(own.Evidence[0].Text, "Same requests as rag-chat") {
+		t.Errorf("vllm's window diagnosed as vllm: %s %q (%+v); as rag-chat: %s %q", own.Verdict, own.Summary, own.Evidence, dg.Verdict, dg.Summary)
 	}
 
 	var one struct {
