@@ -192,16 +192,8 @@ func TestExplainNamesAResolvedEpisodeBySpan(t *testing.T) {
 // and the app's are one. A server shared by two apps keeps its own.
 func TestGuardDiagnosesPairedServerAsItsApp(t *testing.T) {
 	start := time.Now().UTC().Truncate(time.Minute).Add(-5 * time.Hour)
-	reqs := analysistest.ChatRequests(1, start, 300, analysistest.QueueIncident{From: 282, To: 400})
-	for i, r := range analysistest.ChatRequests(2, start, 300) {
-		r.Service, r.ServerService = []string{"rag", "batch"}[i%2], "vllm-shared"
-		reqs = append(reqs, r)
-	}
-	a, ctx := detectorStores(t, reqs)
-	if _, err := a.PG.CreateSLO(ctx, postgres.SLO{ProjectID: 1, Service: "chat", Metric: postgres.SLOMetricTTFT, Percentile: 95, ThresholdMs: 1000,
-		Window: "1h"}); err != nil {
-		t.Fatal(err)
-	}
+	a, ctx := pairedAndSharedStores(t, analysistest.ChatRequests(1, start, 300, analysistest.QueueIncident{From: 282, To: 400}),
+		analysistest.ChatRequests(2, start, 300))
 	q := &Queries{CH: a.CH}
 	settings := &StoredSettings{PG: a.PG, Pairs: q}
 	window := diagnose.Range{From: start.Add(285 * time.Minute), To: start.Add(300 * time.Minute)}

@@ -159,16 +159,9 @@ func TestEpisodeDetectorOutageAndWaiting(t *testing.T) {
 // a diagnosis of its own.
 func TestEpisodeDetectorPairedServerCarriesAppDiagnosis(t *testing.T) {
 	start := time.Now().UTC().Truncate(time.Minute).Add(-5 * time.Hour)
-	reqs := analysistest.ChatRequests(1, start, 300, analysistest.QueueIncident{From: 240, To: 252}, analysistest.QueueIncident{From: 282, To: 400})
-	for i, r := range analysistest.ChatRequests(2, start, 300, analysistest.QueueIncident{From: 270, To: 285}) {
-		r.Service, r.ServerService = []string{"rag", "batch"}[i%2], "vllm-shared"
-		reqs = append(reqs, r)
-	}
-	a, ctx := detectorStores(t, reqs)
-	if _, err := a.PG.CreateSLO(ctx, postgres.SLO{ProjectID: 1, Service: "chat", Metric: postgres.SLOMetricTTFT, Percentile: 95, ThresholdMs: 1000,
-		Window: "1h"}); err != nil {
-		t.Fatal(err)
-	}
+	a, ctx := pairedAndSharedStores(t,
+		analysistest.ChatRequests(1, start, 300, analysistest.QueueIncident{From: 240, To: 252}, analysistest.QueueIncident{From: 282, To: 400}),
+		analysistest.ChatRequests(2, start, 300, analysistest.QueueIncident{From: 270, To: 285}))
 	now := start.Add(300 * time.Minute)
 	d := &EpisodeDetector{Queries: &Queries{CH: a.CH}, PG: a.PG, Now: func() time.Time { return now }, DiagnosesPerPass: 20}
 	if err := d.Detect(ctx); err != nil {
@@ -240,6 +233,24 @@ func detectorStores(t *testing.T, reqs []telemetry.LLMRequest) (storetest.Stores
 		t.Fatal(err)
 	}
 	if err := a.CH.Insert(ctx, clickhouse.RequestsBatch(reqs, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	return a, ctx
+}
+
+// pairedAndSharedStores stores chat's requests to vllm (a pair: chat has a
+// 1 s TTFT SLO) and shared's, spread over rag and batch calling
+// vllm-shared (a server two apps share).
+func pairedAndSharedStores(t *testing.T, chat, shared []telemetry.LLMRequest) (storetest.Stores, context.Context) {
+	t.Helper()
+	reqs := append([]telemetry.LLMRequest(nil), chat...)
+	for i, r := range shared {
+		r.Service, r.ServerService = []string{"rag", "batch"}[i%2], "vllm-shared"
+		reqs = append(reqs, r)
+	}
+	a, ctx := detectorStores(t, reqs)
+	if _, err := a.PG.CreateSLO(ctx, postgres.SLO{ProjectID: 1, Service: "chat", Metric: postgres.SLOMetricTTFT, Percentile: 95, ThresholdMs: 1000,
+		Window: "1h"}); err != nil {
 		t.Fatal(err)
 	}
 	return a, ctx
