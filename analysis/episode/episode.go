@@ -7,6 +7,7 @@
 package episode
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"strings"
@@ -20,28 +21,37 @@ import (
 type Histogram map[float64]int64
 
 // Quantile is the nearest-rank q-quantile of the counted values; NaN when
-// the histogram counts nothing.
+// the histogram counts nothing. It sorts the counted buckets once, with no
+// second lookup per bucket: the detector calls it twice a minute
+// (bench query --ops episodes).
 func (h Histogram) Quantile(q float64) float64 {
+	var buf [64]bucket
+	counted := buf[:0]
 	var n int64
-	keys := make([]float64, 0, len(h))
 	for k, c := range h {
 		if c > 0 {
-			keys = append(keys, k)
+			counted = append(counted, bucket{k, c})
 			n += c
 		}
 	}
 	if n == 0 {
 		return math.NaN()
 	}
-	slices.Sort(keys)
+	slices.SortFunc(counted, func(a, b bucket) int { return cmp.Compare(a.value, b.value) })
 	rank := int64(math.Ceil(q * float64(n)))
-	for _, k := range keys {
-		if rank <= h[k] {
-			return k
+	for _, b := range counted {
+		if rank <= b.count {
+			return b.value
 		}
-		rank -= h[k]
+		rank -= b.count
 	}
-	return keys[len(keys)-1]
+	return counted[len(counted)-1].value
+}
+
+// bucket is one counted value of a Histogram.
+type bucket struct {
+	value float64
+	count int64
 }
 
 // Minute is one minute of one service's traffic.
@@ -249,6 +259,9 @@ type point struct {
 type rolling struct {
 	n                              int
 	logTTFT, logITL, errs, waiting []float64
+	// scratch is medianMAD's working copy, reused: it runs up to four
+	// times a minute.
+	scratch []float64
 }
 
 func (r *rolling) add(p point) {
@@ -278,14 +291,15 @@ func (r *rolling) waitingHigh(p point, c Config) bool {
 	if len(r.waiting) < c.MinBaseline {
 		return true
 	}
-	med, mad := medianMAD(r.waiting)
+	med, mad := r.medianMAD(r.waiting)
 	return p.waiting > med+max(c.K*mad, c.MinWaiting)
 }
 
 // medianMAD is the median and the MAD scaled to a standard deviation
 // (×1.4826, exact for a normal distribution).
-func medianMAD(xs []float64) (float64, float64) {
-	s := slices.Clone(xs)
+func (r *rolling) medianMAD(xs []float64) (float64, float64) {
+	s := append(r.scratch[:0], xs...)
+	r.scratch = s
 	slices.Sort(s)
 	med := median(s)
 	for i, x := range s {
@@ -436,6 +450,14 @@ func fill(minutes []Minute, until time.Time) []Minute {
 // fewer than MinRequests.
 func measure(minutes []Minute, i int, c Config) point {
 	p := point{start: minutes[i].Start, ttft: math.NaN(), itl: math.NaN(), waiting: minutes[i].Waiting}
+	if m := minutes[i]; m.Requests >= c.MinRequests {
+		// Enough on its own: read the minute's histograms as they are
+		// instead of copying them into pooled ones.
+		p.pooledFrom, p.requests, p.errors, p.known = m.Start, m.Requests, m.Errors, true
+		p.ttft, p.itl = m.TTFT.Quantile(0.95), m.ITL.Quantile(0.95)
+		p.errorRate = float64(p.errors) / float64(p.requests)
+		return p
+	}
 	ttft, itl := Histogram{}, Histogram{}
 	for j := i; j >= 0 && j > i-c.MaxPool; j-- {
 		m := minutes[j]
@@ -480,7 +502,7 @@ func judge(p point, base *rolling, c Config) (Signal, float64) {
 		if len(xs) < c.MinBaseline {
 			return false, 0
 		}
-		med, mad := medianMAD(xs)
+		med, mad := base.medianMAD(xs)
 		up := !math.IsNaN(v) && v > 0 && math.Log(v) > med+max(c.K*mad, math.Log(c.MinRatio))
 		return up, math.Exp(med)
 	}
@@ -491,7 +513,7 @@ func judge(p point, base *rolling, c Config) (Signal, float64) {
 	if up, _ := above(base.logITL, p.itl); up {
 		s |= SignalITL
 	}
-	med, mad := medianMAD(base.errs)
+	med, mad := base.medianMAD(base.errs)
 	if p.errors >= 3 && p.errorRate > med+max(c.K*mad, c.MinErrorRise) {
 		s |= SignalErrors
 	}
