@@ -257,29 +257,22 @@ type point struct {
 
 // rolling holds the latest healthy points' values.
 type rolling struct {
-	n                              int
-	logTTFT, logITL, errs, waiting []float64
-	// scratch is medianMAD's working copy, reused: it runs up to four
-	// times a minute.
-	scratch []float64
+	logTTFT, logITL, errs, waiting window
+}
+
+func newRolling(n int) rolling {
+	return rolling{logTTFT: window{n: n}, logITL: window{n: n}, errs: window{n: n}, waiting: window{n: n}}
 }
 
 func (r *rolling) add(p point) {
-	push := func(xs []float64, v float64) []float64 {
-		xs = append(xs, v)
-		if len(xs) > r.n {
-			xs = xs[1:]
-		}
-		return xs
-	}
 	if !math.IsNaN(p.ttft) && p.ttft > 0 {
-		r.logTTFT = push(r.logTTFT, math.Log(p.ttft))
+		r.logTTFT.push(math.Log(p.ttft))
 	}
 	if !math.IsNaN(p.itl) && p.itl > 0 {
-		r.logITL = push(r.logITL, math.Log(p.itl))
+		r.logITL.push(math.Log(p.itl))
 	}
-	r.errs = push(r.errs, p.errorRate)
-	r.waiting = push(r.waiting, p.waiting)
+	r.errs.push(p.errorRate)
+	r.waiting.push(p.waiting)
 }
 
 // waitingHigh reports whether p's waiting gauge stands above the healthy
@@ -288,25 +281,55 @@ func (r *rolling) waitingHigh(p point, c Config) bool {
 	if p.waiting < c.MinWaiting {
 		return false
 	}
-	if len(r.waiting) < c.MinBaseline {
+	if r.waiting.len() < c.MinBaseline {
 		return true
 	}
-	med, mad := r.medianMAD(r.waiting)
+	med, mad := r.waiting.medianMAD()
 	return p.waiting > med+max(c.K*mad, c.MinWaiting)
 }
 
-// medianMAD is the median and the MAD scaled to a standard deviation
-// (×1.4826, exact for a normal distribution).
-func (r *rolling) medianMAD(xs []float64) (float64, float64) {
-	s := append(r.scratch[:0], xs...)
-	r.scratch = s
-	slices.Sort(s)
-	med := median(s)
-	for i, x := range s {
-		s[i] = math.Abs(x - med)
+// window is the latest n values of one signal, kept in arrival order and
+// sorted, so its median and MAD are read every minute without sorting
+// (bench query --ops episodes).
+type window struct {
+	n            int
+	fifo, sorted []float64
+	deviations   []float64 // medianMAD's working buffer
+}
+
+func (w *window) len() int { return len(w.fifo) }
+
+func (w *window) push(v float64) {
+	w.fifo = append(w.fifo, v)
+	if len(w.fifo) > w.n {
+		i, _ := slices.BinarySearch(w.sorted, w.fifo[0])
+		w.sorted = slices.Delete(w.sorted, i, i+1)
+		w.fifo = w.fifo[1:]
 	}
-	slices.Sort(s)
-	return med, 1.4826 * median(s)
+	i, _ := slices.BinarySearch(w.sorted, v)
+	w.sorted = slices.Insert(w.sorted, i, v)
+}
+
+// medianMAD is the median and the MAD scaled to a standard deviation
+// (×1.4826, exact for a normal distribution). The absolute deviations come
+// out sorted by walking outwards from the median.
+func (w *window) medianMAD() (float64, float64) {
+	s := w.sorted
+	med := median(s)
+	k, _ := slices.BinarySearch(s, med) // s[:k] below the median
+	dev := w.deviations[:0]
+	lo, hi := k-1, k
+	for lo >= 0 || hi < len(s) {
+		if hi >= len(s) || (lo >= 0 && med-s[lo] <= s[hi]-med) {
+			dev = append(dev, med-s[lo])
+			lo--
+		} else {
+			dev = append(dev, s[hi]-med)
+			hi++
+		}
+	}
+	w.deviations = dev
+	return med, 1.4826 * median(dev)
 }
 
 func median(sorted []float64) float64 {
@@ -331,7 +354,7 @@ func Detect(minutes []Minute, c Config) []Episode {
 		return nil
 	}
 	minutes = fill(minutes, c.Until)
-	base := rolling{n: c.BaselineMinutes}
+	base := newRolling(c.BaselineMinutes)
 	var out []Episode
 	var open *Episode
 	// run holds the anomalous points in a row while no episode is open
@@ -493,27 +516,27 @@ func judge(p point, base *rolling, c Config) (Signal, float64) {
 	if c.TTFTObjective > 0 && p.ttft > c.TTFTObjective {
 		s |= SignalObjective
 	}
-	if len(base.errs) < c.MinBaseline {
+	if base.errs.len() < c.MinBaseline {
 		return s, 0
 	}
 	// above: v is above the baseline xs (logs of healthy p95s); also its
 	// median as a value (0 when xs is too short).
-	above := func(xs []float64, v float64) (bool, float64) {
-		if len(xs) < c.MinBaseline {
+	above := func(xs *window, v float64) (bool, float64) {
+		if xs.len() < c.MinBaseline {
 			return false, 0
 		}
-		med, mad := base.medianMAD(xs)
+		med, mad := xs.medianMAD()
 		up := !math.IsNaN(v) && v > 0 && math.Log(v) > med+max(c.K*mad, math.Log(c.MinRatio))
 		return up, math.Exp(med)
 	}
-	up, baseTTFT := above(base.logTTFT, p.ttft)
+	up, baseTTFT := above(&base.logTTFT, p.ttft)
 	if up {
 		s |= SignalTTFT
 	}
-	if up, _ := above(base.logITL, p.itl); up {
+	if up, _ := above(&base.logITL, p.itl); up {
 		s |= SignalITL
 	}
-	med, mad := base.medianMAD(base.errs)
+	med, mad := base.errs.medianMAD()
 	if p.errors >= 3 && p.errorRate > med+max(c.K*mad, c.MinErrorRise) {
 		s |= SignalErrors
 	}
