@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net/url"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -134,10 +135,13 @@ func (d *EpisodeDetector) detectProject(ctx context.Context, project uint32) err
 		return err
 	}
 	var found []postgres.Episode
-	for service, minutes := range byService {
+	detected := DetectEpisodes(byService, func(service string) episode.Config {
 		cfg := d.Config
 		cfg.TTFTObjective, cfg.Until = objectives.For(service), now
-		for _, e := range episode.Detect(minutes, cfg) {
+		return cfg
+	})
+	for service, eps := range detected {
+		for _, e := range eps {
 			if e.End.IsZero() || e.End.After(since) {
 				found = append(found, storedEpisode(project, service, e))
 			}
@@ -147,6 +151,28 @@ func (d *EpisodeDetector) detectProject(ctx context.Context, project uint32) err
 		return err
 	}
 	return d.diagnose(ctx, project, since, now)
+}
+
+// DetectEpisodes segments each service's minutes into episodes with its
+// config, services side by side on every core: a pass's detection takes
+// the time of its busiest cores, not of every service in turn (bench query
+// --ops episodes).
+func DetectEpisodes(byService map[string][]episode.Minute, config func(service string) episode.Config) map[string][]episode.Episode {
+	out := make(map[string][]episode.Episode, len(byService))
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for service, minutes := range byService {
+		g.Go(func() error {
+			eps := episode.Detect(minutes, config(service))
+			mu.Lock()
+			out[service] = eps
+			mu.Unlock()
+			return nil
+		})
+	}
+	_ = g.Wait() // the detections return no error
+	return out
 }
 
 func storedEpisode(project uint32, service string, e episode.Episode) postgres.Episode {

@@ -378,9 +378,9 @@ func runOp(ctx context.Context, q *analysis.Queries, d *dataset, op string, w ti
 		// warm-up before it); the store write is a few rows.
 		var minutes map[string][]episode.Minute
 		minutes, err = q.EpisodeMinutes(ctx, d.project, window.From.Add(-analysis.EpisodeWarmup), window.To)
-		for _, m := range minutes {
-			episode.Detect(m, episode.Config{TTFTObjective: analysis.DefaultTTFTObjectiveMs, Until: window.To})
-		}
+		analysis.DetectEpisodes(minutes, func(string) episode.Config {
+			return episode.Config{TTFTObjective: analysis.DefaultTTFTObjectiveMs, Until: window.To}
+		})
 	}
 	return err
 }
