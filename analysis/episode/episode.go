@@ -164,6 +164,11 @@ type Config struct {
 	// Enter anomalous points in a row open an episode; Exit minutes in a row
 	// without one close it.
 	Enter, Exit int
+	// SevereRatio: a point whose TTFT p95 is at least this many times the
+	// baseline's opens an episode on its own. A cold start holds requests
+	// for one minute, and 5 % of a minute's requests held ten times longer
+	// than usual is an incident, not noise (TestDetectSevereMinute).
+	SevereRatio float64
 	// TTFTObjective (ms): a point whose TTFT p95 is above it is anomalous
 	// whatever the baseline, so a service slow all along is never healthy.
 	TTFTObjective float64
@@ -186,6 +191,7 @@ var DefaultConfig = Config{
 	BaselineMinutes: 60, MinBaseline: 15,
 	K: 4, MinRatio: 1.5, MinErrorRise: 0.05,
 	Enter: 2, Exit: 5,
+	SevereRatio:  10,
 	BaselineSpan: time.Hour,
 	MinWaiting:   1,
 }
@@ -215,6 +221,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Enter <= 0 {
 		c.Enter = d.Enter
+	}
+	if c.SevereRatio <= 0 {
+		c.SevereRatio = d.SevereRatio
 	}
 	if c.Exit <= 0 {
 		c.Exit = d.Exit
@@ -441,7 +450,7 @@ func Detect(minutes []Minute, c Config) []Episode {
 				seen, counted = seen+1, p.start
 			}
 			run = append(run, p)
-			if seen >= c.Enter {
+			if seen >= c.Enter || severe(p, c) {
 				e := Episode{Start: run[0].start, BaselineTTFT: run[0].baselineTTFT}
 				from := e.Start.Add(-c.BaselineSpan)
 				if lastEnd.After(from) {
@@ -579,4 +588,10 @@ func grow(e *Episode, p point) {
 		e.Peak = p.start
 	}
 	e.PeakErrorRate = max(e.PeakErrorRate, p.errorRate)
+}
+
+// severe reports whether p's TTFT rose at least SevereRatio times its
+// baseline: enough to open an episode alone.
+func severe(p point, c Config) bool {
+	return p.signals&SignalTTFT != 0 && p.baselineTTFT > 0 && p.ttft >= c.SevereRatio*p.baselineTTFT
 }

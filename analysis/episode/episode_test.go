@@ -327,3 +327,29 @@ func TestDetectWaitingHoldsEpisode(t *testing.T) {
 		t.Errorf("a waiting gauge alone opened %+v", eps)
 	}
 }
+
+// A cold start holds a minute's requests: one minute whose TTFT p95 is
+// ten times the baseline's or more is an episode on its own, while a
+// single minute at three times it is not.
+func TestDetectSevereMinute(t *testing.T) {
+	const at = 200
+	held := func(factor float64) []episode.Minute {
+		minutes := series(3, 240, 0.3, healthy(60))
+		m := &minutes[at]
+		for range 8 { // 8 of 68: above the p95's rank
+			m.TTFT[bucket(300*factor)]++
+			m.ITL[bucket(20)]++
+		}
+		m.Requests += 8
+		return minutes
+	}
+	eps := episode.Detect(held(60), episode.Config{})
+	if len(eps) != 1 {
+		t.Fatalf("a 20 s cold-start minute gave %d episodes, want 1: %+v", len(eps), eps)
+	}
+	within(t, "start", eps[0].Start, t0.Add(at*time.Minute), 0)
+	within(t, "end", eps[0].End, t0.Add((at+1)*time.Minute), 0)
+	if eps := episode.Detect(held(3), episode.Config{}); len(eps) != 0 {
+		t.Errorf("a single minute at 3× the baseline opened %+v", eps)
+	}
+}
