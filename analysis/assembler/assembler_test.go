@@ -216,8 +216,20 @@ func TestAssemblerReadsRunNiced(t *testing.T) {
 	if !capable && during != 0 {
 		t.Errorf("%d threads at nice 10 without CAP_SYS_NICE", during)
 	}
-	if after := niced(); after != 0 {
-		t.Errorf("%d threads still at nice 10 after the read", after)
+	// A pipeline thread puts its nice back as it finishes, which can land
+	// just after the query returns: allow it a moment.
+	after := niced()
+	for deadline := time.Now().Add(2 * time.Second); after != 0 && time.Now().Before(deadline); after = niced() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if after != 0 {
+		var names []string
+		for _, th := range chtest.Threads() {
+			if th.Nice == 10 {
+				names = append(names, th.Comm)
+			}
+		}
+		t.Errorf("%d threads still at nice 10 after the read: %v", after, names)
 	}
 }
 
