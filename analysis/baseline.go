@@ -90,7 +90,7 @@ func CleanBaseline(window diagnose.Range, span time.Duration, eps []postgres.Epi
 const cleanBaselineReach = 24 * time.Hour
 
 // startOfEpisodeAt moves t back to the start of any episode running at t
-// (and of one running at that start, and so on); the first such episode
+// (and of one running at that start, and so on); the earliest of them
 // goes to *within when within is not nil.
 func startOfEpisodeAt(t time.Time, eps []postgres.Episode, within **postgres.Episode) time.Time {
 	for moved := true; moved; {
@@ -178,11 +178,13 @@ func (g BaselineGuard) Explain(d *diagnose.Diagnosis) {
 	}
 	if g.Moved {
 		var parts []string
-		if w := g.Within; w != nil && w.End == nil {
-			parts = append(parts, "the episode under way since "+clock(w.Start))
-		} else if w != nil {
-			// Resolved inside the window: "under way" would read as ongoing.
-			parts = append(parts, "the episode "+episodeSpan(*w)+" that runs into the window")
+		if w := g.Within; w != nil {
+			if w.End == nil {
+				parts = append(parts, "the episode under way since "+clock(w.Start))
+			} else {
+				// Resolved since: "under way" would read as ongoing.
+				parts = append(parts, "the episode "+episodeSpan(*w)+" that runs into the window")
+			}
 		}
 		for _, e := range g.Excluded {
 			parts = append(parts, "the episode "+episodeSpan(e))
