@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -477,15 +478,12 @@ func (s *StoredSettings) SetObjective(ctx context.Context, project uint32, servi
 // ErrBadObjective marks an objective SetObjective refuses.
 var ErrBadObjective = errors.New("bad objective")
 
-// episodeMinutesSQL reads a project's minutes in [from, to) from the
-// per-minute rollup, per service of either side.
+// episodeMinutesSQL reads a project's rows of the per-minute rollup in
+// [from, to) as stored, in minute order; requestMinutes sums them per
+// service of either side.
 func episodeMinutesSQL(project uint32, from, to time.Time) (string, []any) {
-	return `SELECT name, minute, sum(requests) AS requests, sum(errors) AS errors,
-			CAST(mapKeys(sumMap(h_ttft_ms)), 'Array(Float64)') AS tk, CAST(mapValues(sumMap(h_ttft_ms)), 'Array(Float64)') AS tv,
-			CAST(mapKeys(sumMap(h_itl_ms)), 'Array(Float64)') AS ik, CAST(mapValues(sumMap(h_itl_ms)), 'Array(Float64)') AS iv
-		FROM ` + clickhouse.EpisodeRollup + ` ARRAY JOIN ` + serviceNames + `
-		WHERE project_id = ? AND minute >= ? AND minute < ?
-		GROUP BY name, minute ORDER BY name, minute`, []any{project, from, to}
+	return `SELECT ` + clickhouse.RollupMinutesColumns + ` FROM ` + clickhouse.EpisodeRollup + `
+		WHERE project_id = ? AND minute >= ? AND minute < ? ORDER BY minute`, []any{project, from, to}
 }
 
 // waitingMinutesSQL reads the requests waiting on each service's servers
@@ -562,37 +560,70 @@ func withWaiting(minutes []episode.Minute, byMinute map[time.Time]float64) []epi
 
 func (q *Queries) requestMinutes(ctx context.Context, project uint32, from, to time.Time) (map[string][]episode.Minute, error) {
 	sql, args := episodeMinutesSQL(project, from, to)
-	res, err := q.CH.Query(ctx, sql, args...)
+	rows, err := q.CH.QueryRollupMinutes(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("episode minutes: %w", err)
 	}
+	return sumMinutes(rows), nil
+}
+
+// sumMinutes sums rollup rows in minute order into each service's minutes,
+// a service of either side (the app and its inference server each get
+// the requests); a minute whose requests were all retracted is left out.
+func sumMinutes(rows []clickhouse.RollupMinute) map[string][]episode.Minute {
 	out := map[string][]episode.Minute{}
-	// A day's minutes repeat a few hundred bucket keys: each key's value
-	// is worked out once (bench query --ops episodes).
-	values := map[float64]float64{}
-	hist := func(keys, counts []float64) episode.Histogram {
-		h := make(episode.Histogram, len(keys))
-		for i, k := range keys {
-			if i < len(counts) && counts[i] > 0 {
-				v, ok := values[k]
-				if !ok {
-					v = clickhouse.HistValue(int(k))
-					values[k] = v
-				}
-				h[v] += int64(counts[i])
+	values := clickhouse.HistValues()
+	hist := func(counts []clickhouse.HistCount) episode.Histogram {
+		h := make(episode.Histogram, len(counts))
+		for i, b := range counts {
+			h[i] = episode.Bucket{Value: values[uint16(b.Key)], Count: b.Count}
+		}
+		// The engine keeps a Map in key order and a value grows with its
+		// key; rows that came otherwise are put in order all the same.
+		if !slices.IsSortedFunc(h, func(a, b episode.Bucket) int { return cmp.Compare(a.Value, b.Value) }) {
+			byValue := map[float64]int64{}
+			for _, b := range h {
+				byValue[b.Value] += b.Count
 			}
+			h = episode.HistogramOf(byValue)
 		}
 		return h
 	}
-	for i := range res.Len() {
-		row := res.Row(i)
-		n := row.Int("requests")
-		if n <= 0 {
-			continue
+	// into adds a row to name's minutes; Merge leaves its inputs as they
+	// are, so the app and its server share a row's histograms.
+	into := func(name string, r *clickhouse.RollupMinute, ttft, itl episode.Histogram) {
+		minutes := out[name]
+		if n := len(minutes); n > 0 && minutes[n-1].Start.Equal(r.Minute) {
+			m := &minutes[n-1]
+			m.Requests += r.Requests
+			m.Errors += r.Errors
+			m.TTFT, m.ITL = m.TTFT.Merge(ttft), m.ITL.Merge(itl)
+			return
 		}
-		name := row.String("name")
-		out[name] = append(out[name], episode.Minute{Start: row.Time("minute").UTC(), Requests: int64(n), Errors: int64(row.Int("errors")),
-			TTFT: hist(row.Floats("tk"), row.Floats("tv")), ITL: hist(row.Floats("ik"), row.Floats("iv"))})
+		out[name] = append(minutes, episode.Minute{Start: r.Minute, Requests: r.Requests, Errors: r.Errors, TTFT: ttft, ITL: itl})
 	}
-	return out, nil
+	for i := range rows {
+		r := &rows[i]
+		ttft, itl := hist(r.TTFT), hist(r.ITL)
+		if r.Service != "" {
+			into(r.Service, r, ttft, itl)
+		}
+		if r.ServerService != "" && r.ServerService != r.Service {
+			into(r.ServerService, r, ttft, itl)
+		}
+	}
+	for name, minutes := range out {
+		kept := minutes[:0]
+		for _, m := range minutes {
+			if m.Requests > 0 {
+				kept = append(kept, m)
+			}
+		}
+		if len(kept) == 0 {
+			delete(out, name)
+		} else {
+			out[name] = kept
+		}
+	}
+	return out
 }

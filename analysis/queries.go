@@ -21,6 +21,7 @@ import (
 type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (*clickhouse.Result, error)
 	QueryRequests(ctx context.Context, sql string, args ...any) ([]telemetry.LLMRequest, error)
+	QueryRollupMinutes(ctx context.Context, sql string, args ...any) ([]clickhouse.RollupMinute, error)
 	AttachResources(ctx context.Context, project uint32, spans []telemetry.Span) error
 	TraceBounds(ctx context.Context, project uint32, traceIDs []string, storedBy time.Time, settings string) (clickhouse.TraceBounds, error)
 }

@@ -43,14 +43,15 @@ func TestWindowMedianMAD(t *testing.T) {
 func TestHistogramQuantileNearestRank(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range 2000 {
-		h := Histogram{}
+		counts := map[float64]int64{}
 		var values []float64
 		for range 1 + rng.IntN(150) {
 			v := math.Exp(float64(rng.IntN(200)) / 10)
 			c := int64(rng.IntN(40)) - 5
-			h[v] += c
+			counts[v] += c
 		}
-		for v, c := range h {
+		h := HistogramOf(counts)
+		for v, c := range counts {
 			for range max(c, 0) {
 				values = append(values, v)
 			}
@@ -64,6 +65,26 @@ func TestHistogramQuantileNearestRank(t *testing.T) {
 			if got := h.Quantile(q); got != want && !(math.IsNaN(got) && math.IsNaN(want)) {
 				t.Fatalf("histogram %d, q=%v: got %v, want %v", i, q, got, want)
 			}
+		}
+	}
+}
+
+// TestHistogramMerge holds Merge to adding counts value by value, over
+// random histograms that share some values.
+func TestHistogramMerge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range 500 {
+		a, b, sum := map[float64]int64{}, map[float64]int64{}, map[float64]int64{}
+		for _, m := range []map[float64]int64{a, b} {
+			for range rng.IntN(40) {
+				v, c := float64(rng.IntN(60)), int64(rng.IntN(9))-2
+				m[v] += c
+				sum[v] += c
+			}
+		}
+		got := HistogramOf(a).Merge(HistogramOf(b))
+		if want := HistogramOf(sum); !slices.Equal(got, want) {
+			t.Fatalf("merge %d: got %v, want %v", i, got, want)
 		}
 	}
 }

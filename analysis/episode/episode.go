@@ -7,6 +7,7 @@
 package episode
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"strings"
@@ -15,69 +16,75 @@ import (
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 )
 
-// Histogram counts a minute's requests by value (ms): each key is the value
-// its bucket stands for.
-type Histogram map[float64]int64
+// Histogram counts a minute's requests by value (ms): one Bucket a value,
+// in increasing value order. The per-minute rollup keeps its histograms
+// in key order, so a minute is read and summed without a map: building
+// them in maps was most of a detection pass (bench query --ops episodes).
+type Histogram []Bucket
+
+// Bucket is one value of a Histogram and how many requests had it; a
+// count of zero or less counts nothing (a retracted request is -1 until
+// the rollup merges it away).
+type Bucket struct {
+	Value float64
+	Count int64
+}
+
+// HistogramOf builds a Histogram from counts by value.
+func HistogramOf(counts map[float64]int64) Histogram {
+	h := make(Histogram, 0, len(counts))
+	for v, c := range counts {
+		h = append(h, Bucket{v, c})
+	}
+	slices.SortFunc(h, func(a, b Bucket) int { return cmp.Compare(a.Value, b.Value) })
+	return h
+}
+
+// Merge returns the sum of h and o, both in value order, as a new
+// Histogram.
+func (h Histogram) Merge(o Histogram) Histogram {
+	out := make(Histogram, 0, len(h)+len(o))
+	i, j := 0, 0
+	for i < len(h) && j < len(o) {
+		switch a, b := h[i], o[j]; {
+		case a.Value < b.Value:
+			out = append(out, a)
+			i++
+		case a.Value > b.Value:
+			out = append(out, b)
+			j++
+		default:
+			out = append(out, Bucket{a.Value, a.Count + b.Count})
+			i, j = i+1, j+1
+		}
+	}
+	out = append(out, h[i:]...)
+	return append(out, o[j:]...)
+}
 
 // Quantile is the nearest-rank q-quantile of the counted values; NaN when
-// the histogram counts nothing. It selects the bucket by partitioning
-// rather than sorting them all: the detector calls it twice a minute
-// (bench query --ops episodes).
+// the histogram counts nothing.
 func (h Histogram) Quantile(q float64) float64 {
-	var buf [64]bucket
-	counted := buf[:0]
 	var n int64
-	for k, c := range h {
-		if c > 0 {
-			counted = append(counted, bucket{k, c})
-			n += c
+	for _, b := range h {
+		if b.Count > 0 {
+			n += b.Count
 		}
 	}
 	if n == 0 {
 		return math.NaN()
 	}
-	return rankValue(counted, min(max(int64(math.Ceil(q*float64(n))), 1), n))
-}
-
-// rankValue is the value of the rank-th counted value (1-based, at most
-// their count) in buckets of distinct values; it reorders buckets.
-func rankValue(buckets []bucket, rank int64) float64 {
-	for {
-		pivot := buckets[len(buckets)/2].value
-		// Three ways in place: below the pivot, the pivot, above it.
-		lt, i, gt := 0, 0, len(buckets)
-		var below, at int64
-		for i < gt {
-			switch b := buckets[i]; {
-			case b.value < pivot:
-				buckets[lt], buckets[i] = buckets[i], buckets[lt]
-				below += b.count
-				lt++
-				i++
-			case b.value > pivot:
-				gt--
-				buckets[gt], buckets[i] = buckets[i], buckets[gt]
-			default:
-				at += b.count
-				i++
-			}
+	rank := min(max(int64(math.Ceil(q*float64(n))), 1), n)
+	for _, b := range h {
+		if b.Count <= 0 {
+			continue
 		}
-		switch {
-		case rank <= below:
-			buckets = buckets[:lt]
-		case rank <= below+at:
-			return pivot
-		default:
-			rank -= below + at
-			buckets = buckets[gt:]
+		if rank <= b.Count {
+			return b.Value
 		}
+		rank -= b.Count
 	}
-}
-
-// bucket is one counted value of a Histogram.
-type bucket struct {
-	value float64
-	count int64
+	return math.NaN() // not reached: the ranks add up to n
 }
 
 // Minute is one minute of one service's traffic.
@@ -516,18 +523,13 @@ func measure(minutes []Minute, i int, c Config) point {
 		p.errorRate = float64(p.errors) / float64(p.requests)
 		return p
 	}
-	ttft, itl := Histogram{}, Histogram{}
+	var ttft, itl Histogram
 	for j := i; j >= 0 && j > i-c.MaxPool; j-- {
 		m := minutes[j]
 		p.pooledFrom = m.Start
 		p.requests += m.Requests
 		p.errors += m.Errors
-		for k, n := range m.TTFT {
-			ttft[k] += n
-		}
-		for k, n := range m.ITL {
-			itl[k] += n
-		}
+		ttft, itl = ttft.Merge(m.TTFT), itl.Merge(m.ITL)
 		if p.requests >= c.MinRequests {
 			break
 		}

@@ -29,14 +29,16 @@ func series(seed uint64, minutes int, sigma float64, f traffic) []episode.Minute
 	out := make([]episode.Minute, 0, minutes)
 	for i := range minutes {
 		n, ttft, itl, errRate := f(i)
-		m := episode.Minute{Start: t0.Add(time.Duration(i) * time.Minute), Requests: int64(n), TTFT: episode.Histogram{}, ITL: episode.Histogram{}}
+		m := episode.Minute{Start: t0.Add(time.Duration(i) * time.Minute), Requests: int64(n)}
+		ttfts, itls := map[float64]int64{}, map[float64]int64{}
 		for range n {
-			m.TTFT[bucket(ttft*math.Exp(sigma*r.NormFloat64()))]++
-			m.ITL[bucket(itl*math.Exp(sigma/2*r.NormFloat64()))]++
+			ttfts[bucket(ttft*math.Exp(sigma*r.NormFloat64()))]++
+			itls[bucket(itl*math.Exp(sigma/2*r.NormFloat64()))]++
 			if r.Float64() < errRate {
 				m.Errors++
 			}
 		}
+		m.TTFT, m.ITL = episode.HistogramOf(ttfts), episode.HistogramOf(itls)
 		out = append(out, m)
 	}
 	return out
@@ -200,7 +202,7 @@ func TestNoFalseAlarms(t *testing.T) {
 				// wait 20 s on the new instance.
 				for i := 300; i < len(minutes); i += 240 {
 					held := max(1, minutes[i].Requests/20)
-					minutes[i].TTFT[bucket(20_000)] += held
+					minutes[i].TTFT = minutes[i].TTFT.Merge(episode.Histogram{{Value: bucket(20_000), Count: held}})
 					minutes[i].Requests += held
 				}
 				if eps := episode.Detect(minutes, episode.Config{}); len(eps) != 0 {
@@ -219,9 +221,9 @@ func TestSignalRoundTrip(t *testing.T) {
 }
 
 func TestHistogramQuantile(t *testing.T) {
-	h := episode.Histogram{}
+	var h episode.Histogram
 	for v := 1; v <= 100; v++ {
-		h[float64(v)]++
+		h = append(h, episode.Bucket{Value: float64(v), Count: 1})
 	}
 	if q := h.Quantile(0.95); q != 95 {
 		t.Errorf("p95 of 1..100 = %v, want 95", q)
@@ -336,10 +338,9 @@ func TestDetectSevereMinute(t *testing.T) {
 	held := func(factor float64) []episode.Minute {
 		minutes := series(3, 240, 0.3, healthy(60))
 		m := &minutes[at]
-		for range 8 { // 8 of 68: above the p95's rank
-			m.TTFT[bucket(300*factor)]++
-			m.ITL[bucket(20)]++
-		}
+		// 8 of 68: above the p95's rank.
+		m.TTFT = m.TTFT.Merge(episode.Histogram{{Value: bucket(300 * factor), Count: 8}})
+		m.ITL = m.ITL.Merge(episode.Histogram{{Value: bucket(20), Count: 8}})
 		m.Requests += 8
 		return minutes
 	}

@@ -42,7 +42,9 @@ func TestQueryBenchSmoke(t *testing.T) {
 			page && op.Op != "overview" && median(op.HTTP) <= 0 || op.Op == "diagnose" && median(op.Deferred) <= 0 {
 			t.Errorf("%s %s: a zero timing: API %v SQL %v engine %v HTTP %v page %v deferred %v", op.Op, op.Window, op.API, op.SQL, op.Engine, op.HTTP, op.Page, op.Deferred)
 		}
-		if op.MainRows == 0 {
+		// The dataset spans 7 days, so compare's week before a 7 d window
+		// is empty: its read may be the longest and rightly return nothing.
+		if op.MainRows == 0 && (op.Op != "compare" || op.Window != "7d") {
 			t.Errorf("%s %s: the main statement returned no rows", op.Op, op.Window)
 		}
 	}

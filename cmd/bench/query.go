@@ -65,8 +65,8 @@ type queryOptions struct {
 type opTiming struct {
 	Op, Window string
 	// API is the analysis.Queries call; HTTP the /api/v1 endpoint of a
-	// running app; SQL the op's main statement alone through Store.Query
-	// (engine + JSONCompact + Go decode); Engine the same statement with
+	// running app; SQL the op's main statement alone through the reader
+	// the page used (engine + decoding: Recorded.Rerun); Engine the same statement with
 	// FORMAT Null (the engine alone); AllEngine every statement the op
 	// issues, FORMAT Null.
 	API, HTTP, SQL, Engine, AllEngine []time.Duration
@@ -399,8 +399,9 @@ const (
 )
 
 // measureOp times the op through analysis.Queries, then each statement it
-// ran (clickhouse.Recorder) alone: its main one (the longest) through
-// Store.Query, and every one with FORMAT Null (the engine alone).
+// ran (clickhouse.Recorder) alone: its main one (the longest) through the
+// reader the page used (Recorded.Rerun), and every one with FORMAT Null
+// (the engine alone).
 func measureOp(ctx context.Context, q *analysis.Queries, ch *clickhouse.Store, d *dataset, t *opTiming, w time.Duration, reps int) {
 	began := time.Now()
 	for i := 0; i < reps && (i == 0 || time.Since(began) < opBudget && median(t.API) < slowPage); i++ {
@@ -425,13 +426,13 @@ func measureOp(ctx context.Context, q *analysis.Queries, ch *clickhouse.Store, d
 		}
 		main := slices.MaxFunc(sts, func(a, b clickhouse.Recorded) int { return cmp.Compare(a.Took, b.Took) })
 		t0 = time.Now()
-		r, err := ch.Query(ctx, main.SQL)
+		rows, err := main.Rerun(ctx)
 		if err != nil {
 			t.Err = err.Error()
 			return
 		}
 		t.SQL = append(t.SQL, time.Since(t0))
-		t.MainRows = r.Len()
+		t.MainRows = rows
 		all := time.Duration(0)
 		for j, s := range sts {
 			t0, c0 := time.Now(), processCPU()

@@ -133,7 +133,7 @@ func printQuery(w io.Writer, r *queryReport) {
 		return
 	}
 	fmt.Fprintf(w, "\n### Page queries on the embedded engine (median of %d; windows end at the newest data)\n\n", r.Options.Reps)
-	fmt.Fprintln(w, "| llm_requests | page | window | analysis.Queries | HTTP /api/v1 | HTML page (server) | main SQL (Store.Query) | main SQL, engine only | all SQL, engine only | page ÷ main SQL | rows of main SQL |")
+	fmt.Fprintln(w, "| llm_requests | page | window | analysis.Queries | HTTP /api/v1 | HTML page (server) | main SQL (as the page reads it) | main SQL, engine only | all SQL, engine only | page ÷ main SQL | rows of main SQL |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, s := range r.Sizes {
 		for _, t := range s.Ops {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -73,6 +74,17 @@ func HistValue(key int) float64 {
 	}
 	return math.Exp((float64(key) + 0.5) * math.Log(histGamma))
 }
+
+// HistValues holds HistValue of every key, indexed by the key as a
+// uint16: readers of a day of histograms look a value up instead of
+// working it out per bucket (bench query --ops episodes).
+var HistValues = sync.OnceValue(func() *[1 << 16]float64 {
+	var out [1 << 16]float64
+	for k := math.MinInt16; k <= math.MaxInt16; k++ {
+		out[uint16(int16(k))] = HistValue(k)
+	}
+	return &out
+})
 
 // histKeySQL is HistKey of a Float64 expression in the engine.
 func histKeySQL(v string) string {

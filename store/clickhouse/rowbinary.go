@@ -352,3 +352,17 @@ func decodeRowBinary(buf []byte) (*Result, error) {
 	}
 	return res, nil
 }
+
+// arrayLen reads an array's length, each element width bytes wide; a
+// length past the end of the output is an error, not an allocation.
+func (r *binReader) arrayLen(width int) int {
+	n := r.uvarint()
+	if r.err != nil {
+		return 0
+	}
+	if n > uint64(len(r.b)-r.off)/uint64(width) {
+		r.err = fmt.Errorf("bad array length at byte %d", r.off)
+		return 0
+	}
+	return int(n)
+}

@@ -84,7 +84,10 @@ func queryTyped[T any](ctx context.Context, s *Store, fields map[string]typedCol
 	if err != nil {
 		return nil, err
 	}
-	defer timed(ctx, q)()
+	defer timed(ctx, q, func(ctx context.Context) (int, error) {
+		rows, err := queryTyped(ctx, s, fields, rowSize, scan, q)
+		return len(rows), err
+	})()
 	out, err := e.run(ctx, q, rowBinaryFormat)
 	if err != nil {
 		return nil, err
@@ -118,7 +121,10 @@ func queryTypedEach[T any](ctx context.Context, s *Store, fields map[string]type
 	if err != nil {
 		return err
 	}
-	done := timed(ctx, q)
+	done := timed(ctx, q, func(ctx context.Context) (n int, err error) {
+		err = queryTypedEach(ctx, s, fields, scan, key, keyOf, per, func(rows []T) error { n += len(rows); return nil }, q)
+		return n, err
+	})
 	out, err := e.run(ctx, q, rowBinaryFormat)
 	done()
 	if err != nil {
