@@ -44,6 +44,12 @@ type Snapshot struct {
 }
 
 // DiagnoseData is everything the diagnosis page shows.
+//
+// Requests (Slowest here, TraceData.Requests) are stored as
+// telemetry.LLMRequest with its Go field names, not in the API's request
+// JSON (clickhouse.RequestFields): links already shared hold that layout
+// and must keep opening, and the pages render LLMRequest, so the snapshot
+// stays a copy of what the page read (TestStoredSnapshotRequests).
 type DiagnoseData struct {
 	Params    DiagnoseParams         `json:"params"`
 	Diagnosis diagnose.Diagnosis     `json:"diagnosis"`

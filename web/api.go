@@ -166,65 +166,6 @@ func intParam(c echo.Context, name string, def, lo, hi int) (int, error) {
 	return n, nil
 }
 
-// requestJSON is one LLM request in the public API shape.
-type requestJSON struct {
-	TraceID         string    `json:"trace_id"`
-	SpanID          string    `json:"span_id"`
-	Service         string    `json:"service"`
-	ServerService   string    `json:"server_service,omitempty"`
-	Model           string    `json:"model"`
-	Provider        string    `json:"provider"`
-	Instance        string    `json:"instance"`
-	Route           string    `json:"route,omitempty"`
-	Tenant          string    `json:"tenant,omitempty"`
-	Start           time.Time `json:"start"`
-	TTFTMs          *float64  `json:"ttft_ms"`
-	PreInferenceMs  *float64  `json:"pre_inference_ms"`
-	QueueMs         *float64  `json:"queue_ms"`
-	PrefillMs       *float64  `json:"prefill_ms"`
-	NetworkMs       *float64  `json:"network_ms"`
-	DecodeMs        *float64  `json:"decode_ms"`
-	E2EMs           *float64  `json:"e2e_ms"`
-	ITLMs           *float64  `json:"itl_ms"`
-	ColdStartWaitMs *float64  `json:"cold_start_wait_ms"`
-	InputTokens     *int64    `json:"input_tokens"`
-	OutputTokens    *int64    `json:"output_tokens"`
-	ColdStart       bool      `json:"cold_start"`
-	Error           bool      `json:"error"`
-	// ErrorType is a failed call's error class as its span named it
-	// (error.type, else the HTTP status); ErrorClass sorts it: rate_limit,
-	// server_error, timeout, other or unnamed. Both left out on success.
-	ErrorType  string `json:"error_type,omitempty"`
-	ErrorClass string `json:"error_class,omitempty"`
-	CallIndex  int    `json:"call_index"`
-	// Join, ServerTraceID and ServerSpanID say how the request was paired
-	// (trace, id, match; left out for a request with one side).
-	Join          string `json:"join,omitempty"`
-	ServerTraceID string `json:"server_trace_id,omitempty"`
-	ServerSpanID  string `json:"server_span_id,omitempty"`
-	// TTFTSource: client_attribute, chunk_event, server_span, none or
-	// unrecorded; TTFTKey the client's wire key. TokenSource: client,
-	// server, mixed, none or unrecorded.
-	TTFTSource  string `json:"ttft_source"`
-	TTFTKey     string `json:"ttft_key,omitempty"`
-	TokenSource string `json:"token_source"`
-	Preemptions *int64 `json:"preemptions"`
-}
-
-func toRequestJSON(r telemetry.LLMRequest) requestJSON {
-	out := requestJSON{TraceID: r.TraceID, SpanID: r.SpanID, Service: r.Service, ServerService: r.ServerService, Model: r.Model,
-		Provider: r.Provider, Instance: r.Instance, Route: r.Route, Tenant: r.Tenant, Start: r.Start, TTFTMs: r.TTFT, PreInferenceMs: r.PreInference, QueueMs: r.Queue,
-		PrefillMs: r.Prefill, NetworkMs: r.Network, DecodeMs: r.Decode, E2EMs: r.E2E, ITLMs: r.ITL, ColdStartWaitMs: r.ColdStartWait,
-		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, ColdStart: r.ColdStart, Error: r.Error, CallIndex: r.CallIndex,
-		Join: r.Join, ServerTraceID: r.ServerTraceID, ServerSpanID: r.ServerSpanID,
-		TokenSource: tokenSource(&r), Preemptions: r.Preemptions}
-	out.TTFTSource, out.TTFTKey = ttftSource(&r)
-	if r.Error {
-		out.ErrorType, out.ErrorClass = r.ErrorType, diagnose.ErrorClass(r.ErrorType)
-	}
-	return out
-}
-
 func (s *Server) requestFilter(c echo.Context) (analysis.RequestFilter, error) {
 	w, err := window(c, "from", "to", time.Now())
 	if err != nil {

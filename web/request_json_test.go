@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenpath/tokenpath/store/clickhouse"
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
@@ -209,6 +210,20 @@ func TestRequestJSONDocumented(t *testing.T) {
 		if at == len(produced) {
 			t.Errorf("the example's key %s is out of the API's order %v", k, produced)
 			break
+		}
+	}
+}
+
+// TestRequestDerivedNamePublicColumns: each key the API derives stands in
+// a public column's place; one naming no column would never be written.
+func TestRequestDerivedNamePublicColumns(t *testing.T) {
+	public := map[string]bool{}
+	for _, f := range clickhouse.RequestFields {
+		public[f.Column] = true
+	}
+	for column := range requestDerived {
+		if !public[column] {
+			t.Errorf("requestDerived writes in place of %s, which is not a public llm_requests column", column)
 		}
 	}
 }

@@ -7,19 +7,23 @@ import (
 	"github.com/tokenpath/tokenpath/telemetry"
 )
 
-// requestSchema describes the llm_requests table once, in insert order:
-// each column's name, its ClickHouse type and how it reads and writes a
-// telemetry.LLMRequest. RequestsRewriteBatch, the select lists
-// (RequestColumns, DetailColumns), the typed decoder (requestFields) and
-// the generic readers (ScanRequests, ScanDetail) all come from it.
+// requestSchema describes the llm_requests table once: each column's name,
+// its ClickHouse type, how it reads and writes a telemetry.LLMRequest and
+// its key in the public API (the column's name unless publicAs names
+// another; none when internal). RequestsRewriteBatch, the select lists
+// (RequestColumns, DetailColumns), the typed decoder (requestFields), the
+// generic readers (ScanRequests, ScanDetail) and the API's request JSON
+// (RequestFields) all come from it. The core columns keep the order of
+// llm_request_top's state tuples (migration 0012), which topStatesSQL
+// unpacks by position; the API writes its keys in this order too.
 // TestRequestSchemaMatchesTable holds it to the table the migrations build;
 // TestRequestSchemaRoundTrip sends every field through the engine and back.
 var requestSchema = []requestColumn{
-	uint32Col("project_id", requestCore, func(q *rq) *uint32 { return &q.ProjectID }),
+	uint32Col("project_id", requestCore, func(q *rq) *uint32 { return &q.ProjectID }).internal(),
 	stringCol("trace_id", requestCore, func(q *rq) *string { return &q.TraceID }),
 	stringCol("span_id", requestCore, func(q *rq) *string { return &q.SpanID }),
 	lcCol("service", requestCore, func(q *rq) *string { return &q.Service }),
-	lcCol("server_service", requestCore, func(q *rq) *string { return &q.ServerService }),
+	lcCol("server_service", requestCore, func(q *rq) *string { return &q.ServerService }).omitEmpty(),
 	lcCol("model", requestCore, func(q *rq) *string { return &q.Model }),
 	lcCol("provider", requestCore, func(q *rq) *string { return &q.Provider }),
 	lcCol("instance", requestCore, func(q *rq) *string { return &q.Instance }),
@@ -37,13 +41,15 @@ var requestSchema = []requestColumn{
 	countCol("output_tokens", requestCore, func(q *rq) **int64 { return &q.OutputTokens }),
 	flagCol("cold_start", func(q *rq) *bool { return &q.ColdStart }),
 	flagCol("error", func(q *rq) *bool { return &q.Error }),
-	callIndexCol("call_index", func(q *rq) *int { return &q.CallIndex }),
-	lcCol("route", requestCore, func(q *rq) *string { return &q.Route }),
-	stringCol("tenant", requestCore, func(q *rq) *string { return &q.Tenant }),
-	lcCol("join_method", requestDetail, func(q *rq) *string { return &q.Join }),
-	stringCol("server_trace_id", requestDetail, func(q *rq) *string { return &q.ServerTraceID }),
-	stringCol("server_span_id", requestDetail, func(q *rq) *string { return &q.ServerSpanID }),
+	// The API writes error_type (and error_class) for failed calls only
+	// (web/request_json.go).
 	lcCol("error_type", requestDetail, func(q *rq) *string { return &q.ErrorType }),
+	callIndexCol("call_index", func(q *rq) *int { return &q.CallIndex }),
+	lcCol("route", requestCore, func(q *rq) *string { return &q.Route }).omitEmpty(),
+	stringCol("tenant", requestCore, func(q *rq) *string { return &q.Tenant }).omitEmpty(),
+	lcCol("join_method", requestDetail, func(q *rq) *string { return &q.Join }).publicAs("join").omitEmpty(),
+	stringCol("server_trace_id", requestDetail, func(q *rq) *string { return &q.ServerTraceID }).omitEmpty(),
+	stringCol("server_span_id", requestDetail, func(q *rq) *string { return &q.ServerSpanID }).omitEmpty(),
 	lcCol("ttft_source", requestDetail, func(q *rq) *string { return &q.TTFTSource }),
 	lcCol("token_source", requestDetail, func(q *rq) *string { return &q.TokenSource }),
 	countCol("preemptions", requestDetail, func(q *rq) **int64 { return &q.Preemptions }),
@@ -93,6 +99,8 @@ type requestColumn struct {
 	typed func() typedColumn[rq]
 	// scan reads the column from a generic Result row.
 	scan func(w Row, q *rq)
+	// api is the column in the public API's request JSON.
+	api apiField
 }
 
 // requestRows is what a batch writes: live rows, then tombstones from
@@ -113,28 +121,28 @@ func fillColumn[C any](rows []rq, field func(*rq) *C) []C {
 }
 
 func uint32Col(name string, part requestPart, f func(*rq) *uint32) requestColumn {
-	return requestColumn{name: name, typ: "UInt32", part: part,
+	return requestColumn{name: name, typ: "UInt32", part: part, api: apiOf(name, jsonUint(f)),
 		encode: func(w requestRows) any { return fillColumn(w.all, f) },
 		typed:  stateless(typedColumn[rq]{"UInt32", func(r *binReader, q *rq, _ *numSlab) { *f(q) = r.u32() }}),
 		scan:   func(w Row, q *rq) { *f(q) = uint32(w.Int(name)) }}
 }
 
 func stringCol(name string, part requestPart, f func(*rq) *string) requestColumn {
-	return requestColumn{name: name, typ: "String", part: part,
+	return requestColumn{name: name, typ: "String", part: part, api: apiOf(name, jsonString(f)),
 		encode: func(w requestRows) any { return fillColumn(w.all, f) },
 		typed:  func() typedColumn[rq] { return strColumn(f) },
 		scan:   func(w Row, q *rq) { *f(q) = w.String(name) }}
 }
 
 func lcCol(name string, part requestPart, f func(*rq) *string) requestColumn {
-	return requestColumn{name: name, typ: "LowCardinality(String)", part: part,
+	return requestColumn{name: name, typ: "LowCardinality(String)", part: part, api: apiOf(name, jsonString(f)),
 		encode: func(w requestRows) any { return fillColumn(w.all, f) },
 		typed:  func() typedColumn[rq] { return lcColumn(f) },
 		scan:   func(w Row, q *rq) { *f(q) = w.String(name) }}
 }
 
 func timeCol(name string, part requestPart, f func(*rq) *time.Time) requestColumn {
-	return requestColumn{name: name, typ: "DateTime64(9, 'UTC')", part: part,
+	return requestColumn{name: name, typ: "DateTime64(9, 'UTC')", part: part, api: apiOf(name, jsonTime(f)),
 		encode: func(w requestRows) any { return fillColumn(w.all, f) },
 		typed:  func() typedColumn[rq] { return timeColumn(f) },
 		scan:   func(w Row, q *rq) { *f(q) = w.Time(name) }}
@@ -142,7 +150,7 @@ func timeCol(name string, part requestPart, f func(*rq) *time.Time) requestColum
 
 // msCol is a component duration in milliseconds, NULL when unknown.
 func msCol(name string, f func(*rq) **float64) requestColumn {
-	return requestColumn{name: name, typ: "Nullable(Float64)", part: requestCore,
+	return requestColumn{name: name, typ: "Nullable(Float64)", part: requestCore, api: apiOf(name, jsonNullFloat(f)),
 		encode: func(w requestRows) any { return fillColumn(w.all, f) },
 		typed:  func() typedColumn[rq] { return nullFloatColumn(f) },
 		scan:   func(w Row, q *rq) { *f(q) = w.FloatPtr(name) }}
@@ -150,19 +158,23 @@ func msCol(name string, f func(*rq) **float64) requestColumn {
 
 // countCol is a count, NULL when the spans did not say.
 func countCol(name string, part requestPart, f func(*rq) **int64) requestColumn {
-	return requestColumn{name: name, typ: "Nullable(Int64)", part: part,
+	return requestColumn{name: name, typ: "Nullable(Int64)", part: part, api: apiOf(name, jsonNullInt(f)),
 		encode: func(w requestRows) any { return fillColumn(w.all, f) },
 		typed:  func() typedColumn[rq] { return nullIntColumn(f) },
 		scan:   func(w Row, q *rq) { *f(q) = w.IntPtr(name) }}
 }
 
 func flagCol(name string, f func(*rq) *bool) requestColumn {
-	return convertedCol(name, "UInt8", f, b2u, func(r *binReader) bool { return r.u8() != 0 }, Row.Bool)
+	c := convertedCol(name, "UInt8", f, b2u, func(r *binReader) bool { return r.u8() != 0 }, Row.Bool)
+	c.api = apiOf(name, jsonBool(f))
+	return c
 }
 
 func callIndexCol(name string, f func(*rq) *int) requestColumn {
-	return convertedCol(name, "UInt16", f, func(v int) uint16 { return uint16(v) },
+	c := convertedCol(name, "UInt16", f, func(v int) uint16 { return uint16(v) },
 		func(r *binReader) int { return int(r.u16()) }, func(w Row, c string) int { return int(w.Int(c)) })
+	c.api = apiOf(name, jsonInt(f))
+	return c
 }
 
 // convertedCol stores a field of Go type F as a column of Go type C (a
