@@ -258,7 +258,7 @@ const tracesPerStatement = 60_000
 // which cost far more to read and decode (a map is read whole even for one
 // key). The route and tenant come back as the attributes assembly reads
 // them from (clickhouse.ScanSpanCores).
-const assemblySpanColumns = clickhouse.SpanCoreColumns + ", route, tenant"
+var assemblySpanColumns = clickhouse.SpanCoreColumns + ", route, tenant"
 
 // assemblyReadSettings keeps the assembler's reads to one thread, and that
 // thread at nice 10: a read using every core, or competing at the

@@ -196,8 +196,8 @@ func convertedCol[F, C any](name, typ string, f func(*rq) *F, store func(F) C, r
 // stateless hands out the one decoder of a column that keeps no state,
 // made once: a new closure per answer cost an allocation each
 // (BenchmarkDecodeRequests -benchmem).
-func stateless(c typedColumn[rq]) func() typedColumn[rq] {
-	return func() typedColumn[rq] { return c }
+func stateless[T any](c typedColumn[T]) func() typedColumn[T] {
+	return func() typedColumn[T] { return c }
 }
 
 // requestColumnList is the select list of one part of requestSchema.

@@ -46,107 +46,6 @@ func inlineResource(s *telemetry.Span) map[string]string {
 	return s.Resource
 }
 
-// SpansBatch lays spans out as columns of the spans table. Spans with a
-// ResourceHash store it instead of their resource map: insert their
-// resources (ResourcesBatch) before them. It is a Foreground batch: the
-// assembler reads spans by inserted_at and stays behind the inserts still
-// under way (ingest.Pipeline.WritingSince), so on a cluster the insert must
-// not return while its rows are still queued for their shards.
-func SpansBatch(spans []telemetry.Span) *Batch {
-	n := len(spans)
-	var (
-		project                               = make([]uint32, n)
-		traceID, spanID, parent, statusMsg    = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		service, instance, name, kind, status = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		role, provider, model, operation      = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		start, end                            = make([]time.Time, n), make([]time.Time, n)
-		duration                              = make([]int64, n)
-		inTok, outTok, ttft, queue, prefill   = make([]*int64, n), make([]*int64, n), make([]*int64, n), make([]*int64, n), make([]*int64, n)
-		serverTTFT, decode, serverE2E         = make([]*int64, n), make([]*int64, n), make([]*int64, n)
-		attrs, res                            = make([]map[string]string, n), make([]map[string]string, n)
-		resHash                               = make([]uint64, n)
-		eventNames                            = make([][]string, n)
-		eventTimes                            = make([][]time.Time, n)
-		route, tenant                         = make([]string, n), make([]string, n)
-		responseID, serverAddr                = make([]string, n), make([]string, n)
-		serverPort                            = make([]uint16, n)
-		ttftSource, errorType                 = make([]string, n), make([]string, n)
-		preemptions                           = make([]*int64, n)
-	)
-	for i := range spans {
-		s := &spans[i]
-		project[i] = s.ProjectID
-		traceID[i], spanID[i], parent[i] = s.TraceID, s.SpanID, s.ParentSpanID
-		service[i], instance[i], name[i], kind[i] = s.Service, s.Instance, s.Name, s.Kind
-		start[i], end[i], duration[i] = s.Start, s.End, int64(s.Duration())
-		status[i], statusMsg[i] = s.StatusCode, s.StatusMessage
-		role[i], provider[i], model[i], operation[i] = s.LLM.Role.String(), s.LLM.Provider, s.LLM.Model, s.LLM.Operation
-		inTok[i], outTok[i] = s.LLM.InputTokens, s.LLM.OutputTokens
-		ttft[i], queue[i], prefill[i] = nanos(s.LLM.ClientTTFT), nanos(s.LLM.QueueTime), nanos(s.LLM.PrefillTime)
-		serverTTFT[i], decode[i], serverE2E[i] = nanos(s.LLM.ServerTTFT), nanos(s.LLM.DecodeTime), nanos(s.LLM.ServerE2E)
-		attrs[i], res[i], resHash[i] = orEmpty(s.Attributes), orEmpty(inlineResource(s)), s.ResourceHash
-		eventNames[i], eventTimes[i] = s.EventNames, s.EventTimes
-		route[i], tenant[i] = s.Attributes[telemetry.RouteAttribute], telemetry.SpanTenant(s.Attributes)
-		responseID[i], serverAddr[i] = s.LLM.ResponseID, s.LLM.ServerAddress
-		serverPort[i], ttftSource[i], preemptions[i] = s.LLM.ServerPort, s.LLM.TTFTSource, s.LLM.Preemptions
-		errorType[i] = s.LLM.ErrorType
-		if eventNames[i] == nil {
-			eventNames[i] = []string{}
-		}
-		if eventTimes[i] == nil {
-			eventTimes[i] = []time.Time{}
-		}
-	}
-	const lc, dt, ni = "LowCardinality(String)", "DateTime64(9, 'UTC')", "Nullable(Int64)"
-	return &Batch{Table: "spans", Foreground: true, Columns: []BatchColumn{
-		{"project_id", "UInt32", project},
-		{"trace_id", "String", traceID},
-		{"span_id", "String", spanID},
-		{"parent_span_id", "String", parent},
-		{"service", lc, service},
-		{"instance", lc, instance},
-		{"name", lc, name},
-		{"kind", lc, kind},
-		{"start", dt, start},
-		{"end_time", dt, end},
-		{"duration_ns", "Int64", duration},
-		{"status_code", lc, status},
-		{"status_message", "String", statusMsg},
-		{"llm_role", lc, role},
-		{"provider", lc, provider},
-		{"model", lc, model},
-		{"operation", lc, operation},
-		{"input_tokens", ni, inTok},
-		{"output_tokens", ni, outTok},
-		{"client_ttft_ns", ni, ttft},
-		{"queue_ns", ni, queue},
-		{"prefill_ns", ni, prefill},
-		{"server_ttft_ns", ni, serverTTFT},
-		{"decode_ns", ni, decode},
-		{"server_e2e_ns", ni, serverE2E},
-		{"attributes", "Map(LowCardinality(String), String)", attrs},
-		{"resource", "Map(LowCardinality(String), String)", res},
-		{"resource_hash", "UInt64", resHash},
-		{"event_names", "Array(String)", eventNames},
-		{"event_times", "Array(DateTime64(9, 'UTC'))", eventTimes},
-		{"route", lc, route},
-		{"tenant", "String", tenant},
-		{"response_id", "String", responseID},
-		{"server_address", lc, serverAddr},
-		{"server_port", "UInt16", serverPort},
-		{"ttft_source", lc, ttftSource},
-		{"preemptions", ni, preemptions},
-		{"error_type", lc, errorType},
-	}}
-}
-
-// SpanColumns is the select list that ScanSpans reads.
-const SpanColumns = `project_id, trace_id, span_id, parent_span_id, service, instance, name, kind,
-	start, end_time, status_code, status_message, llm_role, provider, model, operation,
-	input_tokens, output_tokens, client_ttft_ns, queue_ns, prefill_ns, server_ttft_ns, decode_ns, server_e2e_ns,
-	response_id, server_address, server_port, ttft_source, preemptions, error_type,
-	attributes, resource, resource_hash, event_names, event_times`
-
 // ScanSpans reads rows selected with SpanColumns.
 func ScanSpans(r *Result) []telemetry.Span {
 	out := make([]telemetry.Span, r.Len())
@@ -160,13 +59,6 @@ func ScanSpans(r *Result) []telemetry.Span {
 	}
 	return out
 }
-
-// SpanCoreColumns are the typed span columns SpanCore reads: what the
-// assembler needs, without the attribute maps.
-const SpanCoreColumns = `project_id, trace_id, span_id, parent_span_id, service, instance, name, start, end_time, status_code,
-	llm_role, provider, model, operation, input_tokens, output_tokens,
-	client_ttft_ns, queue_ns, prefill_ns, server_ttft_ns, decode_ns, server_e2e_ns,
-	response_id, server_address, server_port, ttft_source, preemptions, error_type`
 
 // SpanCore reads a span's typed columns (SpanCoreColumns) from a row.
 func SpanCore(w Row) telemetry.Span {

@@ -66,46 +66,10 @@ func newSpanBlock() *spanBlock {
 		eventNames: new(proto.ColStr).Array(), eventTimes: proto.NewArray[time.Time](newDateTime64()),
 		route: lc(), serverAddr: lc(), ttftSource: lc(), preemptions: ni(), errorType: lc(),
 	}
-	// Same names and order as SpansBatch.
-	b.input = proto.Input{
-		{Name: "project_id", Data: &b.project},
-		{Name: "trace_id", Data: &b.traceID},
-		{Name: "span_id", Data: &b.spanID},
-		{Name: "parent_span_id", Data: &b.parent},
-		{Name: "service", Data: b.service},
-		{Name: "instance", Data: b.instance},
-		{Name: "name", Data: b.name},
-		{Name: "kind", Data: b.kind},
-		{Name: "start", Data: b.start},
-		{Name: "end_time", Data: b.end},
-		{Name: "duration_ns", Data: &b.duration},
-		{Name: "status_code", Data: b.status},
-		{Name: "status_message", Data: &b.statusMsg},
-		{Name: "llm_role", Data: b.role},
-		{Name: "provider", Data: b.provider},
-		{Name: "model", Data: b.model},
-		{Name: "operation", Data: b.operation},
-		{Name: "input_tokens", Data: b.inTok},
-		{Name: "output_tokens", Data: b.outTok},
-		{Name: "client_ttft_ns", Data: b.ttft},
-		{Name: "queue_ns", Data: b.queue},
-		{Name: "prefill_ns", Data: b.prefill},
-		{Name: "server_ttft_ns", Data: b.serverTTFT},
-		{Name: "decode_ns", Data: b.decode},
-		{Name: "server_e2e_ns", Data: b.serverE2E},
-		{Name: "attributes", Data: b.attrs},
-		{Name: "resource", Data: b.res},
-		{Name: "resource_hash", Data: &b.resHash},
-		{Name: "event_names", Data: b.eventNames},
-		{Name: "event_times", Data: b.eventTimes},
-		{Name: "route", Data: b.route},
-		{Name: "tenant", Data: &b.tenant},
-		{Name: "response_id", Data: &b.responseID},
-		{Name: "server_address", Data: b.serverAddr},
-		{Name: "server_port", Data: &b.serverPort},
-		{Name: "ttft_source", Data: b.ttftSource},
-		{Name: "preemptions", Data: b.preemptions},
-		{Name: "error_type", Data: b.errorType},
+	// spanSchema's columns, in its order (SpanBlocksBatch names them).
+	b.input = make(proto.Input, len(spanSchema))
+	for i, c := range spanSchema {
+		b.input[i] = proto.InputColumn{Name: c.name, Data: c.block(b)}
 	}
 	for i, c := range b.input {
 		if c.Name == "attributes" {
@@ -436,16 +400,6 @@ func (b *spanBlock) encode(rows int) ([]byte, error) {
 	}
 	return out, nil
 }
-
-// spanColumnNames are the columns EncodeSpans writes, in order.
-var spanColumnNames = func() []string {
-	b := newSpanBlock()
-	out := make([]string, len(b.input))
-	for i, c := range b.input {
-		out[i] = c.Name
-	}
-	return out
-}()
 
 // SpanBlocksBatch inserts spans already encoded by EncodeSpans (rows in
 // all). Only the embedded engine takes such a batch: see Store.TakesNative.

@@ -365,55 +365,6 @@ func nullDurationColumn[T any](dst func(*T) **time.Duration) typedColumn[T] {
 	}}
 }
 
-// spanCoreFields maps SpanCoreColumns, route and tenant to their decoders.
-// The route and tenant land in Attributes under the keys ScanSpanCores
-// uses, in whichever order the columns come.
-func spanCoreFields() map[string]typedColumn[telemetry.Span] {
-	type sp = telemetry.Span
-	return map[string]typedColumn[sp]{
-		"project_id":     {"UInt32", func(r *binReader, v *sp, _ *numSlab) { v.ProjectID = r.u32() }},
-		"trace_id":       strColumn(func(v *sp) *string { return &v.TraceID }),
-		"span_id":        strColumn(func(v *sp) *string { return &v.SpanID }),
-		"parent_span_id": strColumn(func(v *sp) *string { return &v.ParentSpanID }),
-		"service":        lcColumn(func(v *sp) *string { return &v.Service }),
-		"instance":       lcColumn(func(v *sp) *string { return &v.Instance }),
-		"name":           lcColumn(func(v *sp) *string { return &v.Name }),
-		"start":          timeColumn(func(v *sp) *time.Time { return &v.Start }),
-		"end_time":       timeColumn(func(v *sp) *time.Time { return &v.End }),
-		"status_code":    lcColumn(func(v *sp) *string { return &v.StatusCode }),
-		"llm_role": {"LowCardinality(String)", func(r *binReader, v *sp, _ *numSlab) {
-			v.LLM.Role = telemetry.ParseLLMRole(string(r.bytes()))
-		}},
-		"provider":       lcColumn(func(v *sp) *string { return &v.LLM.Provider }),
-		"model":          lcColumn(func(v *sp) *string { return &v.LLM.Model }),
-		"operation":      lcColumn(func(v *sp) *string { return &v.LLM.Operation }),
-		"input_tokens":   nullIntColumn(func(v *sp) **int64 { return &v.LLM.InputTokens }),
-		"output_tokens":  nullIntColumn(func(v *sp) **int64 { return &v.LLM.OutputTokens }),
-		"client_ttft_ns": nullDurationColumn(func(v *sp) **time.Duration { return &v.LLM.ClientTTFT }),
-		"queue_ns":       nullDurationColumn(func(v *sp) **time.Duration { return &v.LLM.QueueTime }),
-		"prefill_ns":     nullDurationColumn(func(v *sp) **time.Duration { return &v.LLM.PrefillTime }),
-		"server_ttft_ns": nullDurationColumn(func(v *sp) **time.Duration { return &v.LLM.ServerTTFT }),
-		"decode_ns":      nullDurationColumn(func(v *sp) **time.Duration { return &v.LLM.DecodeTime }),
-		"server_e2e_ns":  nullDurationColumn(func(v *sp) **time.Duration { return &v.LLM.ServerE2E }),
-		"response_id":    strColumn(func(v *sp) *string { return &v.LLM.ResponseID }),
-		"server_address": lcColumn(func(v *sp) *string { return &v.LLM.ServerAddress }),
-		"server_port":    {"UInt16", func(r *binReader, v *sp, _ *numSlab) { v.LLM.ServerPort = r.u16() }},
-		"ttft_source":    lcColumn(func(v *sp) *string { return &v.LLM.TTFTSource }),
-		"preemptions":    nullIntColumn(func(v *sp) **int64 { return &v.LLM.Preemptions }),
-		"error_type":     lcColumn(func(v *sp) *string { return &v.LLM.ErrorType }),
-		"route": {"LowCardinality(String)", func(r *binReader, v *sp, _ *numSlab) {
-			if b := r.bytes(); len(b) > 0 {
-				setSpanContext(v, string(b), "")
-			}
-		}},
-		"tenant": {"String", func(r *binReader, v *sp, _ *numSlab) {
-			if b := r.bytes(); len(b) > 0 {
-				setSpanContext(v, "", string(b))
-			}
-		}},
-	}
-}
-
 // decodeRequests decodes RowBinaryWithNamesAndTypes whose columns are all
 // RequestColumns ones with their table types; anything else is
 // errUnsupportedType.
