@@ -188,6 +188,9 @@ func storedEpisode(project uint32, service string, e episode.Episode) postgres.E
 	if !e.SilentSince.IsZero() {
 		s.SilentSince = &e.SilentSince
 	}
+	if !e.RecoveringSince.IsZero() {
+		s.RecoveringSince = &e.RecoveringSince
+	}
 	return s
 }
 

@@ -19,8 +19,11 @@ type episodeJSON struct {
 	End         *time.Time `json:"end"`
 	Ongoing     bool       `json:"ongoing"`
 	SilentSince *time.Time `json:"silent_since"`
-	Signals     []string   `json:"signals"`
-	Peak        struct {
+	// RecoveringSince: the episode is ongoing and its minutes since then
+	// are healthy; absent otherwise.
+	RecoveringSince *time.Time `json:"recovering_since,omitempty"`
+	Signals         []string   `json:"signals"`
+	Peak            struct {
 		At        time.Time `json:"at"`
 		TTFTP95Ms float64   `json:"ttft_p95_ms"`
 		ErrorRate float64   `json:"error_rate"`
@@ -51,6 +54,9 @@ func toEpisodeJSON(e postgres.Episode, now time.Time) episodeJSON {
 	out := episodeJSON{ID: e.ID, Service: e.Service, Start: e.Start, End: e.End, Ongoing: e.End == nil, SilentSince: e.SilentSince,
 		Signals: strings.Split(e.Signals, ","), Verdict: e.Verdict, Confidence: e.Confidence, Summary: e.Summary,
 		DiagnosedAt: e.DiagnosedAt, DiagnosedAs: e.DiagnosedAs}
+	if e.End == nil {
+		out.RecoveringSince = e.RecoveringSince
+	}
 	if e.Signals == "" {
 		out.Signals = []string{}
 	}

@@ -78,8 +78,12 @@ func episodesView(eps []postgres.Episode, window diagnose.Range, now time.Time) 
 		}
 		x := max(0, from.Sub(window.From).Seconds()/span)
 		w := min(1, to.Sub(window.From).Seconds()/span) - x
-		st.Episodes = append(st.Episodes, views.EpisodeMark{X: int(x * 1000), Width: max(4, int(w*1000)), Verdict: e.Verdict,
-			Ongoing: e.End == nil, Title: episodeTitle(e, now), Href: analysis.EpisodePath(e, now)})
+		mark := views.EpisodeMark{X: int(x * 1000), Width: max(4, int(w*1000)), Verdict: e.Verdict,
+			Ongoing: e.End == nil, Title: episodeTitle(e, now), Href: analysis.EpisodePath(e, now)}
+		if e.End == nil && e.RecoveringSince != nil {
+			mark.RecoveringX = max(mark.X+1, int(max(0, e.RecoveringSince.Sub(window.From).Seconds()/span)*1000))
+		}
+		st.Episodes = append(st.Episodes, mark)
 	}
 	sort.Strings(order)
 	for _, name := range order {
@@ -88,10 +92,12 @@ func episodesView(eps []postgres.Episode, window diagnose.Range, now time.Time) 
 	return v
 }
 
-// episodeLine writes "Queueing since 03:23, 12 min, ongoing" or
+// episodeLine writes "Queueing since 03:23, 12 min, ongoing",
+// "Queueing since 03:23, 7 min · recovering since 03:28" or
 // "Queueing 03:10–03:28 (18 min), resolved 03:28".
 func episodeLine(e postgres.Episode, now time.Time) views.EpisodeLine {
-	return views.EpisodeLine{Service: e.Service, Verdict: e.Verdict, Ongoing: e.End == nil, Text: episodeText(e, now), Href: analysis.EpisodePath(e, now)}
+	return views.EpisodeLine{Service: e.Service, Verdict: e.Verdict, Ongoing: e.End == nil, Recovering: e.End == nil && e.RecoveringSince != nil,
+		Text: episodeText(e, now), Href: analysis.EpisodePath(e, now)}
 }
 
 func episodeText(e postgres.Episode, now time.Time) string {
@@ -100,7 +106,13 @@ func episodeText(e postgres.Episode, now time.Time) string {
 	// A service gone silent did not recover: its episode says since when
 	// nothing was served rather than "resolved" (TestEpisodeTextSilence).
 	if e.End == nil {
-		text := fmt.Sprintf("%s since %s, %s, ongoing", what, clock(e.Start), views.HumanDuration(now.Sub(e.Start).Round(time.Minute)))
+		since := fmt.Sprintf("%s since %s, %s", what, clock(e.Start), views.HumanDuration(now.Sub(e.Start).Round(time.Minute)))
+		// Healthy again, held open a few minutes against flapping
+		// (episode.Config.Exit): not "ongoing" (TestEpisodeTextRecovering).
+		if e.RecoveringSince != nil {
+			return since + " · recovering since " + clock(*e.RecoveringSince)
+		}
+		text := since + ", ongoing"
 		if e.SilentSince != nil {
 			text += ", no traffic since " + clock(*e.SilentSince)
 		}

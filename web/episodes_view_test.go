@@ -50,3 +50,24 @@ func TestEpisodeTextSilence(t *testing.T) {
 		t.Errorf("ended silent: %q, want %q", got, want)
 	}
 }
+
+// An open episode whose newest minutes are healthy reads "recovering
+// since" instead of "ongoing", in the lead line and on its strip mark,
+// whose healthy tail starts at that minute.
+func TestEpisodeTextRecovering(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 3, 0, 0, 0, time.UTC)
+	at := func(m int) *time.Time { v := t0.Add(time.Duration(m) * time.Minute); return &v }
+	e := postgres.Episode{Service: "vllm", Start: *at(23), Verdict: "queueing", Signals: "ttft", RecoveringSince: at(28)}
+	v := episodesView([]postgres.Episode{e}, diagnose.Range{From: t0, To: *at(40)}, *at(30))
+	if len(v.Now) != 1 || v.Now[0].Text != "Queueing since 03:23, 7 min · recovering since 03:28" || !v.Now[0].Recovering || !v.Now[0].Ongoing {
+		t.Fatalf("lead = %+v, want vllm's queueing episode, recovering since 03:28", v.Now)
+	}
+	m := v.Strips[0].Episodes[0]
+	if m.X != 575 || m.RecoveringX != 700 || !m.Ongoing {
+		t.Errorf("mark at x=%d, recovering from x=%d; want 575 and 700 (03:28 of 03:00–03:40)", m.X, m.RecoveringX)
+	}
+	e.RecoveringSince = nil
+	if got := episodeText(e, *at(30)); got != "Queueing since 03:23, 7 min, ongoing" {
+		t.Errorf("not recovering: %q", got)
+	}
+}

@@ -255,6 +255,12 @@ type Episode struct {
 	// went silent in the episode and stayed so to its end (or to now while
 	// it is ongoing); zero otherwise.
 	SilentSince time.Time
+	// RecoveringSince is the minute after the last anomalous one while the
+	// episode is open and its newest minutes are healthy: it stays open
+	// for Config.Exit quiet minutes against flapping, but is recovering
+	// (TestDetectRecovering). Zero while the newest minute is anomalous,
+	// and once the episode has ended.
+	RecoveringSince time.Time
 	// Signals are every way the episode departed.
 	Signals Signal
 	// Peak is the minute of the highest TTFT p95, PeakTTFT that value (ms),
@@ -480,6 +486,11 @@ func Detect(minutes []Minute, c Config) []Episode {
 	if open != nil {
 		if silent < minSilence {
 			open.SilentSince = time.Time{}
+		}
+		if quiet > 0 {
+			// Healthy minutes since the last anomalous one; silence after
+			// them does not undo the recovery (as when it closes).
+			open.RecoveringSince, open.SilentSince = lastAnomalous.Add(time.Minute), time.Time{}
 		}
 		out = append(out, *open)
 	}

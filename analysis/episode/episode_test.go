@@ -290,6 +290,10 @@ func TestDetectOutage(t *testing.T) {
 			t.Fatalf("got %+v, want one resolved episode, not silent", eps)
 		}
 		within(t, "end", eps[0].End, at(dark), 0)
+		eps = episode.Detect(rec, episode.Config{Until: at(dark + 5)})
+		if len(eps) != 1 || !eps[0].Ongoing() || !eps[0].SilentSince.IsZero() || !eps[0].RecoveringSince.Equal(at(dark)) {
+			t.Fatalf("2 minutes into the silence: got %+v, want one ongoing episode recovering since %s, not silent", eps, at(dark).Format("15:04"))
+		}
 	})
 }
 
@@ -352,5 +356,51 @@ func TestDetectSevereMinute(t *testing.T) {
 	within(t, "end", eps[0].End, t0.Add((at+1)*time.Minute), 0)
 	if eps := episode.Detect(held(3), episode.Config{}); len(eps) != 0 {
 		t.Errorf("a single minute at 3× the baseline opened %+v", eps)
+	}
+}
+
+// An open episode whose newest minutes are healthy is recovering since the
+// minute after its last anomalous one: it stays open for Exit quiet
+// minutes (a relapse within them is the same episode), then ends there.
+func TestDetectRecovering(t *testing.T) {
+	const start, recovers = 120, 132
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Minute) }
+	slow := func(i int) bool { return i >= start && i < recovers }
+	minutes := series(10, recovers+10, 0.3, func(i int) (int, float64, float64, float64) {
+		if slow(i) {
+			return 60, 300 * 12, 20, 0.01
+		}
+		return 60, 300, 20, 0.01
+	})
+	for healthy := 0; healthy < 5; healthy++ {
+		eps := episode.Detect(minutes[:recovers+healthy], episode.Config{})
+		if len(eps) != 1 || !eps[0].Ongoing() {
+			t.Fatalf("%d healthy minutes: got %+v, want one ongoing episode", healthy, eps)
+		}
+		want := time.Time{}
+		if healthy > 0 {
+			want = at(recovers)
+		}
+		if got := eps[0].RecoveringSince; !got.Equal(want) {
+			t.Errorf("%d healthy minutes: recovering since %v, want %v", healthy, got, want)
+		}
+	}
+	eps := episode.Detect(minutes[:recovers+5], episode.Config{})
+	if len(eps) != 1 || eps[0].Ongoing() || !eps[0].RecoveringSince.IsZero() {
+		t.Fatalf("5 healthy minutes: got %+v, want one ended episode, not recovering", eps)
+	}
+	within(t, "end", eps[0].End, at(recovers), 0)
+
+	relapse := slices.Clone(minutes[:recovers+3])
+	relapse[recovers+2] = series(11, recovers+3, 0.3, func(int) (int, float64, float64, float64) { return 60, 300 * 12, 20, 0.01 })[recovers+2]
+	eps = episode.Detect(relapse, episode.Config{})
+	if len(eps) != 1 || !eps[0].Ongoing() || !eps[0].RecoveringSince.IsZero() {
+		t.Errorf("a slow minute after 2 healthy ones: got %+v, want one ongoing episode, not recovering", eps)
+	}
+	relapse = append(relapse, minutes[recovers+3])
+	relapse[len(relapse)-1].Start = at(recovers + 3)
+	eps = episode.Detect(relapse, episode.Config{})
+	if len(eps) != 1 || !eps[0].RecoveringSince.Equal(at(recovers+3)) {
+		t.Errorf("a healthy minute after the relapse: got %+v, want recovering since %v", eps, at(recovers+3).Format("15:04"))
 	}
 }

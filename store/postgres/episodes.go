@@ -52,6 +52,10 @@ type Episode struct {
 	// inference server's episode carries the app's whose requests it
 	// served, migration 0008); "" for its own.
 	DiagnosedAs string
+	// RecoveringSince is the minute after the last anomalous one while the
+	// episode is open and its newest minutes are healthy (migration 0009);
+	// nil otherwise.
+	RecoveringSince *time.Time
 }
 
 // DiagnosisService is the service an episode's diagnosis reads.
@@ -63,16 +67,16 @@ func (e Episode) DiagnosisService() string {
 }
 
 const episodeColumns = "id, project_id, service, started_at, ended_at, signals, peak_at, peak_ttft_ms, peak_error_rate, baseline_ttft_ms, " +
-	"baseline_from, baseline_to, verdict, confidence, summary, diagnosed_at, diagnosed_end, silent_since, diagnosed_as"
+	"baseline_from, baseline_to, verdict, confidence, summary, diagnosed_at, diagnosed_end, silent_since, diagnosed_as, recovering_since"
 
 func scanEpisode(row pgx.CollectableRow) (Episode, error) {
 	var e Episode
 	err := row.Scan(&e.ID, &e.ProjectID, &e.Service, &e.Start, &e.End, &e.Signals, &e.Peak, &e.PeakTTFTMs, &e.PeakErrorRate, &e.BaselineTTFTMs,
-		&e.BaselineFrom, &e.BaselineTo, &e.Verdict, &e.Confidence, &e.Summary, &e.DiagnosedAt, &e.DiagnosedEnd, &e.SilentSince, &e.DiagnosedAs)
+		&e.BaselineFrom, &e.BaselineTo, &e.Verdict, &e.Confidence, &e.Summary, &e.DiagnosedAt, &e.DiagnosedEnd, &e.SilentSince, &e.DiagnosedAs, &e.RecoveringSince)
 	for _, t := range []*time.Time{&e.Start, &e.Peak} {
 		*t = t.UTC()
 	}
-	for _, t := range []*time.Time{e.End, e.BaselineFrom, e.BaselineTo, e.DiagnosedAt, e.DiagnosedEnd, e.SilentSince} {
+	for _, t := range []*time.Time{e.End, e.BaselineFrom, e.BaselineTo, e.DiagnosedAt, e.DiagnosedEnd, e.SilentSince, e.RecoveringSince} {
 		if t != nil {
 			*t = t.UTC()
 		}
@@ -98,14 +102,14 @@ func (s *Store) ReplaceEpisodes(ctx context.Context, projectID int64, since time
 		b := &pgx.Batch{}
 		for _, e := range eps {
 			b.Queue(`INSERT INTO episodes (project_id, service, started_at, ended_at, signals, peak_at, peak_ttft_ms, peak_error_rate,
-					baseline_ttft_ms, baseline_from, baseline_to, silent_since)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+					baseline_ttft_ms, baseline_from, baseline_to, silent_since, recovering_since)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 				ON CONFLICT (project_id, service, started_at) DO UPDATE SET ended_at = EXCLUDED.ended_at, signals = EXCLUDED.signals,
 					peak_at = EXCLUDED.peak_at, peak_ttft_ms = EXCLUDED.peak_ttft_ms, peak_error_rate = EXCLUDED.peak_error_rate,
 					baseline_ttft_ms = EXCLUDED.baseline_ttft_ms, baseline_from = EXCLUDED.baseline_from, baseline_to = EXCLUDED.baseline_to,
-					silent_since = EXCLUDED.silent_since`,
+					silent_since = EXCLUDED.silent_since, recovering_since = EXCLUDED.recovering_since`,
 				projectID, e.Service, e.Start, e.End, e.Signals, e.Peak, e.PeakTTFTMs, e.PeakErrorRate, e.BaselineTTFTMs, e.BaselineFrom, e.BaselineTo,
-				e.SilentSince)
+				e.SilentSince, e.RecoveringSince)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("store episodes of project %d: %w", projectID, err)
