@@ -65,6 +65,11 @@ func TestHistogramQuantileNearestRank(t *testing.T) {
 			if got := h.Quantile(q); got != want && !(math.IsNaN(got) && math.IsNaN(want)) {
 				t.Fatalf("histogram %d, q=%v: got %v, want %v", i, q, got, want)
 			}
+			// Quantiles reads two in one walk, in either order.
+			p95, got := h.Quantiles(0.95, q)
+			if (p95 != h.Quantile(0.95) && !math.IsNaN(p95)) || (got != want && !(math.IsNaN(got) && math.IsNaN(want))) {
+				t.Fatalf("histogram %d, Quantiles(0.95, %v) = %v, %v; want %v, %v", i, q, p95, got, h.Quantile(0.95), want)
+			}
 		}
 	}
 }

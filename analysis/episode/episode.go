@@ -7,85 +7,12 @@
 package episode
 
 import (
-	"cmp"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/tokenpath/tokenpath/analysis/diagnose"
 )
-
-// Histogram counts a minute's requests by value (ms): one Bucket a value,
-// in increasing value order. The per-minute rollup keeps its histograms
-// in key order, so a minute is read and summed without a map: building
-// them in maps was most of a detection pass (bench query --ops episodes).
-type Histogram []Bucket
-
-// Bucket is one value of a Histogram and how many requests had it; a
-// count of zero or less counts nothing (a retracted request is -1 until
-// the rollup merges it away).
-type Bucket struct {
-	Value float64
-	Count int64
-}
-
-// HistogramOf builds a Histogram from counts by value.
-func HistogramOf(counts map[float64]int64) Histogram {
-	h := make(Histogram, 0, len(counts))
-	for v, c := range counts {
-		h = append(h, Bucket{v, c})
-	}
-	slices.SortFunc(h, func(a, b Bucket) int { return cmp.Compare(a.Value, b.Value) })
-	return h
-}
-
-// Merge returns the sum of h and o, both in value order, as a new
-// Histogram.
-func (h Histogram) Merge(o Histogram) Histogram {
-	out := make(Histogram, 0, len(h)+len(o))
-	i, j := 0, 0
-	for i < len(h) && j < len(o) {
-		switch a, b := h[i], o[j]; {
-		case a.Value < b.Value:
-			out = append(out, a)
-			i++
-		case a.Value > b.Value:
-			out = append(out, b)
-			j++
-		default:
-			out = append(out, Bucket{a.Value, a.Count + b.Count})
-			i, j = i+1, j+1
-		}
-	}
-	out = append(out, h[i:]...)
-	return append(out, o[j:]...)
-}
-
-// Quantile is the nearest-rank q-quantile of the counted values; NaN when
-// the histogram counts nothing.
-func (h Histogram) Quantile(q float64) float64 {
-	var n int64
-	for _, b := range h {
-		if b.Count > 0 {
-			n += b.Count
-		}
-	}
-	if n == 0 {
-		return math.NaN()
-	}
-	rank := min(max(int64(math.Ceil(q*float64(n))), 1), n)
-	for _, b := range h {
-		if b.Count <= 0 {
-			continue
-		}
-		if rank <= b.Count {
-			return b.Value
-		}
-		rank -= b.Count
-	}
-	return math.NaN() // not reached: the ranks add up to n
-}
 
 // Minute is one minute of one service's traffic.
 type Minute struct {
@@ -168,8 +95,17 @@ type Config struct {
 	K            float64
 	MinRatio     float64
 	MinErrorRise float64
-	// Enter anomalous points in a row open an episode; Exit minutes in a row
-	// without one close it.
+	// MinITLMedianRatio is the least rise of the ITL median (×, and K
+	// MADs) that opens an episode on ITL p95 alone: one of the anomalous
+	// points in a row that open it must have it. A slower decode slows
+	// every sequence of the batch, so the median moves with the p95; a
+	// minute's p95 of ~50 requests is its third-slowest and jumps 1.5× on
+	// a few requests in a crowded batch alone (TestNoFalseAlarms, "a few
+	// requests in a crowded batch"). The median lags in the minute a
+	// slowdown starts, so the p95 alone still counts in the run.
+	MinITLMedianRatio float64
+	// Enter anomalous points in a row, departing on a common signal, open
+	// an episode; Exit minutes in a row without one close it.
 	Enter, Exit int
 	// SevereRatio: a point whose TTFT p95 is at least this many times the
 	// baseline's opens an episode on its own. A cold start holds requests
@@ -196,7 +132,7 @@ type Config struct {
 var DefaultConfig = Config{
 	MinRequests: 20, MaxPool: 5,
 	BaselineMinutes: 60, MinBaseline: 15,
-	K: 4, MinRatio: 1.5, MinErrorRise: 0.05,
+	K: 4, MinRatio: 1.5, MinErrorRise: 0.05, MinITLMedianRatio: 1.2,
 	Enter: 2, Exit: 5,
 	SevereRatio:  10,
 	BaselineSpan: time.Hour,
@@ -225,6 +161,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MinErrorRise <= 0 {
 		c.MinErrorRise = d.MinErrorRise
+	}
+	if c.MinITLMedianRatio <= 0 {
+		c.MinITLMedianRatio = d.MinITLMedianRatio
 	}
 	if c.Enter <= 0 {
 		c.Enter = d.Enter
@@ -295,6 +234,8 @@ type point struct {
 	pooledFrom   time.Time // the first minute pooled into it
 	known        bool
 	ttft, itl    float64 // p95, ms; NaN without values
+	itlMedian    float64 // ms; NaN without values
+	itlMedianUp  bool    // the ITL median above the baseline's
 	errorRate    float64
 	errors       int64
 	requests     int64
@@ -305,11 +246,11 @@ type point struct {
 
 // rolling holds the latest healthy points' values.
 type rolling struct {
-	logTTFT, logITL, errs, waiting window
+	logTTFT, logITL, logITLMedian, errs, waiting window
 }
 
 func newRolling(n int) rolling {
-	return rolling{logTTFT: window{n: n}, logITL: window{n: n}, errs: window{n: n}, waiting: window{n: n}}
+	return rolling{logTTFT: window{n: n}, logITL: window{n: n}, logITLMedian: window{n: n}, errs: window{n: n}, waiting: window{n: n}}
 }
 
 func (r *rolling) add(p point) {
@@ -318,6 +259,9 @@ func (r *rolling) add(p point) {
 	}
 	if !math.IsNaN(p.itl) && p.itl > 0 {
 		r.logITL.push(math.Log(p.itl))
+	}
+	if !math.IsNaN(p.itlMedian) && p.itlMedian > 0 {
+		r.logITLMedian.push(math.Log(p.itlMedian))
 	}
 	r.errs.push(p.errorRate)
 	r.waiting.push(p.waiting)
@@ -334,58 +278,6 @@ func (r *rolling) waitingHigh(p point, c Config) bool {
 	}
 	med, mad := r.waiting.medianMAD()
 	return p.waiting > med+max(c.K*mad, c.MinWaiting)
-}
-
-// window is the latest n values of one signal, kept in arrival order and
-// sorted, so its median and MAD are read every minute without sorting
-// (bench query --ops episodes).
-type window struct {
-	n            int
-	fifo, sorted []float64
-	deviations   []float64 // medianMAD's working buffer
-}
-
-func (w *window) len() int { return len(w.fifo) }
-
-func (w *window) push(v float64) {
-	w.fifo = append(w.fifo, v)
-	if len(w.fifo) > w.n {
-		i, _ := slices.BinarySearch(w.sorted, w.fifo[0])
-		w.sorted = slices.Delete(w.sorted, i, i+1)
-		w.fifo = w.fifo[1:]
-	}
-	i, _ := slices.BinarySearch(w.sorted, v)
-	w.sorted = slices.Insert(w.sorted, i, v)
-}
-
-// medianMAD is the median and the MAD scaled to a standard deviation
-// (×1.4826, exact for a normal distribution). The absolute deviations come
-// out sorted by walking outwards from the median.
-func (w *window) medianMAD() (float64, float64) {
-	s := w.sorted
-	med := median(s)
-	k, _ := slices.BinarySearch(s, med) // s[:k] below the median
-	dev := w.deviations[:0]
-	lo, hi := k-1, k
-	for lo >= 0 || hi < len(s) {
-		if hi >= len(s) || (lo >= 0 && med-s[lo] <= s[hi]-med) {
-			dev = append(dev, med-s[lo])
-			lo--
-		} else {
-			dev = append(dev, s[hi]-med)
-			hi++
-		}
-	}
-	w.deviations = dev
-	return med, 1.4826 * median(dev)
-}
-
-func median(sorted []float64) float64 {
-	n := len(sorted)
-	if n%2 == 1 {
-		return sorted[n/2]
-	}
-	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
 
 // Detect segments minutes (one service, in time order, one per minute;
@@ -407,9 +299,14 @@ func Detect(minutes []Minute, c Config) []Episode {
 	var open *Episode
 	// run holds the anomalous points in a row while no episode is open
 	// (quiet minutes that pool too few requests neither extend nor break
-	// it); seen counts those among them that pool none of the same minutes,
-	// so one slow minute pooled into the next points opens nothing.
+	// it), departing on a common signal (shared): a TTFT p95 spike and
+	// the next minute's ITL p95 spike are two lone spikes of noise, not
+	// an incident (TestNoFalseAlarms, "lone spikes on different
+	// signals"). seen counts those among them that pool none of the same
+	// minutes, so one slow minute pooled into the next points opens
+	// nothing.
 	var run []point
+	var shared Signal
 	seen, counted := 0, time.Time{}
 	quiet := 0 // minutes in a row without an anomaly while one is open
 	// silent counts the minutes in a row without a request while one is
@@ -424,7 +321,7 @@ func Detect(minutes []Minute, c Config) []Episode {
 	}
 	for i := range minutes {
 		p := measure(minutes, i, c)
-		p.signals, p.baselineTTFT = judge(p, &base, c)
+		p.signals, p.baselineTTFT, p.itlMedianUp = judge(p, &base, c)
 		if open != nil && p.signals == 0 && base.waitingHigh(p, c) {
 			p.signals = SignalWaiting
 		}
@@ -459,11 +356,14 @@ func Detect(minutes []Minute, c Config) []Episode {
 				closeAt(lastAnomalous.Add(time.Minute))
 			}
 		case p.signals != 0:
+			if shared &= p.signals; len(run) == 0 || shared == 0 {
+				run, seen, shared = run[:0], 0, p.signals
+			}
 			if seen == 0 || p.pooledFrom.After(counted) {
 				seen, counted = seen+1, p.start
 			}
 			run = append(run, p)
-			if seen >= c.Enter || severe(p, c) {
+			if (seen >= c.Enter || severe(p, c)) && corroborated(run) {
 				e := Episode{Start: run[0].start, BaselineTTFT: run[0].baselineTTFT}
 				from := e.Start.Add(-c.BaselineSpan)
 				if lastEnd.After(from) {
@@ -525,12 +425,13 @@ func fill(minutes []Minute, until time.Time) []Minute {
 // measure reads minute i, pooled with the minutes before it while it has
 // fewer than MinRequests.
 func measure(minutes []Minute, i int, c Config) point {
-	p := point{start: minutes[i].Start, ttft: math.NaN(), itl: math.NaN(), waiting: minutes[i].Waiting}
+	p := point{start: minutes[i].Start, ttft: math.NaN(), itl: math.NaN(), itlMedian: math.NaN(), waiting: minutes[i].Waiting}
 	if m := minutes[i]; m.Requests >= c.MinRequests {
 		// Enough on its own: read the minute's histograms as they are
 		// instead of copying them into pooled ones.
 		p.pooledFrom, p.requests, p.errors, p.known = m.Start, m.Requests, m.Errors, true
-		p.ttft, p.itl = m.TTFT.Quantile(0.95), m.ITL.Quantile(0.95)
+		p.ttft = m.TTFT.Quantile(0.95)
+		p.itl, p.itlMedian = m.ITL.Quantiles(0.95, 0.5)
 		p.errorRate = float64(p.errors) / float64(p.requests)
 		return p
 	}
@@ -549,46 +450,62 @@ func measure(minutes []Minute, i int, c Config) point {
 		return p
 	}
 	p.known = true
-	p.ttft, p.itl = ttft.Quantile(0.95), itl.Quantile(0.95)
+	p.ttft = ttft.Quantile(0.95)
+	p.itl, p.itlMedian = itl.Quantiles(0.95, 0.5)
 	p.errorRate = float64(p.errors) / float64(p.requests)
 	return p
 }
 
-// judge returns the signals on which p departs from the baseline, and the
-// baseline's TTFT p95 median (0 without a baseline).
-func judge(p point, base *rolling, c Config) (Signal, float64) {
+// judge returns the signals on which p departs from the baseline, the
+// baseline's TTFT p95 median (0 without a baseline), and whether its ITL
+// median rose with an ITL p95 departure.
+func judge(p point, base *rolling, c Config) (Signal, float64, bool) {
 	if !p.known {
-		return 0, 0
+		return 0, 0, false
 	}
 	var s Signal
 	if c.TTFTObjective > 0 && p.ttft > c.TTFTObjective {
 		s |= SignalObjective
 	}
 	if base.errs.len() < c.MinBaseline {
-		return s, 0
+		return s, 0, false
 	}
 	// above: v is above the baseline xs (logs of healthy p95s); also its
 	// median as a value (0 when xs is too short).
-	above := func(xs *window, v float64) (bool, float64) {
+	above := func(xs *window, v, minRatio float64) (bool, float64) {
 		if xs.len() < c.MinBaseline {
 			return false, 0
 		}
 		med, mad := xs.medianMAD()
-		up := !math.IsNaN(v) && v > 0 && math.Log(v) > med+max(c.K*mad, math.Log(c.MinRatio))
+		up := !math.IsNaN(v) && v > 0 && math.Log(v) > med+max(c.K*mad, math.Log(minRatio))
 		return up, math.Exp(med)
 	}
-	up, baseTTFT := above(&base.logTTFT, p.ttft)
+	up, baseTTFT := above(&base.logTTFT, p.ttft, c.MinRatio)
 	if up {
 		s |= SignalTTFT
 	}
-	if up, _ := above(&base.logITL, p.itl); up {
+	medianUp := false
+	if up, _ := above(&base.logITL, p.itl, c.MinRatio); up {
 		s |= SignalITL
+		medianUp, _ = above(&base.logITLMedian, p.itlMedian, c.MinITLMedianRatio)
 	}
 	med, mad := base.errs.medianMAD()
 	if p.errors >= 3 && p.errorRate > med+max(c.K*mad, c.MinErrorRise) {
 		s |= SignalErrors
 	}
-	return s, baseTTFT
+	return s, baseTTFT, medianUp
+}
+
+// corroborated reports whether anomalous points in a row may open an
+// episode: unless one departed on more than its ITL p95, one had its ITL
+// median up too (Config.MinITLMedianRatio).
+func corroborated(run []point) bool {
+	for _, q := range run {
+		if q.signals&^SignalITL != 0 || q.itlMedianUp {
+			return true
+		}
+	}
+	return false
 }
 
 // grow widens e with an anomalous point.
