@@ -42,10 +42,11 @@ func TestQueryBenchSmoke(t *testing.T) {
 			page && op.Op != "overview" && median(op.HTTP) <= 0 || op.Op == "diagnose" && median(op.Deferred) <= 0 {
 			t.Errorf("%s %s: a zero timing: API %v SQL %v engine %v HTTP %v page %v deferred %v", op.Op, op.Window, op.API, op.SQL, op.Engine, op.HTTP, op.Page, op.Deferred)
 		}
-		// The dataset spans 7 days, so compare's week before a 7 d window
-		// is empty: its read may be the longest and rightly return nothing.
-		if op.MainRows == 0 && (op.Op != "compare" || op.Window != "7d") {
-			t.Errorf("%s %s: the main statement returned no rows", op.Op, op.Window)
+		// The main statement is the longest, which on a busy machine can
+		// be one that rightly reads nothing (compare's week before a 7 d
+		// window of a 7-day dataset): the op as a whole must read rows.
+		if op.Rows == 0 {
+			t.Errorf("%s %s: the op's statements read no rows", op.Op, op.Window)
 		}
 	}
 	if len(s.WhatIfs) == 0 {

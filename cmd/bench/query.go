@@ -77,7 +77,9 @@ type opTiming struct {
 	// diagnose page's diagnosis, /diagnose/results), logged in.
 	Deferred []time.Duration
 	MainRows int // rows the main statement returns
-	Err      string
+	// Rows is what every statement of the op read, as the page ran them.
+	Rows int
+	Err  string
 }
 
 // sizeResult is everything measured at one dataset size.
@@ -432,7 +434,10 @@ func measureOp(ctx context.Context, q *analysis.Queries, ch *clickhouse.Store, d
 			return
 		}
 		t.SQL = append(t.SQL, time.Since(t0))
-		t.MainRows = rows
+		t.MainRows, t.Rows = rows, 0
+		for _, s := range sts {
+			t.Rows += s.Rows
+		}
 		all := time.Duration(0)
 		for j, s := range sts {
 			t0, c0 := time.Now(), processCPU()

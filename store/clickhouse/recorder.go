@@ -22,6 +22,8 @@ type Recorder struct {
 type Recorded struct {
 	SQL  string // bound: it runs again as it is (Store.Query with no arguments)
 	Took time.Duration
+	// Rows is how many rows it read (or an insert wrote).
+	Rows int
 	// rerun runs the statement again through the reader that ran it (a
 	// typed decoder's is much faster than Store.Query's generic one);
 	// nil for an insert.
@@ -53,18 +55,40 @@ func (r *Recorder) Statements() []Recorded {
 	return append([]Recorded(nil), r.statements...)
 }
 
-// timed starts timing a statement for the context's recorder; call what it
-// returns when the statement is done. rerun runs it again (Recorded.Rerun).
-func timed(ctx context.Context, sql string, rerun func(context.Context) (int, error)) func() {
+// timed starts timing a statement for the context's recorder (nil
+// without one: its methods do nothing then). rerun runs it again
+// (Recorded.Rerun).
+func timed(ctx context.Context, sql string, rerun func(context.Context) (int, error)) *timing {
 	r, _ := ctx.Value(recorderKey{}).(*Recorder)
 	if r == nil {
-		return func() {}
+		return nil
 	}
-	t0 := time.Now()
-	return func() {
-		took := time.Since(t0)
-		r.mu.Lock()
-		r.statements = append(r.statements, Recorded{SQL: sql, Took: took, rerun: rerun})
-		r.mu.Unlock()
+	return &timing{rec: r, st: Recorded{SQL: sql, rerun: rerun}, t0: time.Now()}
+}
+
+// timing is one statement being timed.
+type timing struct {
+	rec *Recorder
+	st  Recorded
+	t0  time.Time
+}
+
+// ran ends the statement's time where what follows is the caller's work,
+// not the statement's (a typed reader's batches handed on).
+func (t *timing) ran() {
+	if t != nil && t.st.Took == 0 {
+		t.st.Took = max(time.Since(t.t0), time.Nanosecond)
 	}
+}
+
+// done records the statement with the rows it read (or wrote).
+func (t *timing) done(rows int) {
+	if t == nil {
+		return
+	}
+	t.ran()
+	t.st.Rows = rows
+	t.rec.mu.Lock()
+	t.rec.statements = append(t.rec.statements, t.st)
+	t.rec.mu.Unlock()
 }

@@ -112,14 +112,20 @@ func (s *Store) Query(ctx context.Context, sql string, args ...any) (*Result, er
 	if err != nil {
 		return nil, err
 	}
-	defer timed(ctx, q, func(ctx context.Context) (int, error) {
+	t := timed(ctx, q, func(ctx context.Context) (int, error) {
 		r, err := s.Query(ctx, q)
 		if err != nil {
 			return 0, err
 		}
 		return r.Len(), nil
-	})()
-	return s.b.query(ctx, q)
+	})
+	r, err := s.b.query(ctx, q)
+	if err != nil {
+		t.done(0)
+		return nil, err
+	}
+	t.done(r.Len())
+	return r, nil
 }
 
 // Insert writes one batch in one statement.
@@ -130,7 +136,7 @@ func (s *Store) Insert(ctx context.Context, b *Batch) error {
 	if err := b.check(); err != nil {
 		return err
 	}
-	defer timed(ctx, "INSERT INTO "+b.Table, nil)()
+	defer timed(ctx, "INSERT INTO "+b.Table, nil).done(b.Rows())
 	if err := s.b.insert(ctx, b); err != nil {
 		return fmt.Errorf("insert %d rows into %s: %w", b.Rows(), b.Table, err)
 	}

@@ -456,6 +456,11 @@ func TestRecorderSeesOnlyItsContext(t *testing.T) {
 			t.Errorf("%s took %s", st.SQL, st.Took)
 		}
 	}
+	// The insert wrote the spans, the count read one row, the typed read
+	// none (no request was stored).
+	if heard[0].Rows != len(sampleSpans()) || heard[1].Rows != 1 || heard[2].Rows != 0 {
+		t.Errorf("rows recorded %d, %d, %d; want %d, 1, 0", heard[0].Rows, heard[1].Rows, heard[2].Rows, len(sampleSpans()))
+	}
 	r, err := s.Query(context.Background(), heard[1].SQL)
 	if err != nil || r.Len() != 1 || r.Row(0).Int("n") != int64(len(sampleSpans())) {
 		t.Errorf("the recorded count again: %v rows, error %v", r, err)

@@ -71,7 +71,7 @@ func setSpanContext(s *telemetry.Span, route, tenant string) {
 // it knows, each with the type the engine reports for it; rowSize guesses
 // a row's bytes). Statements with other columns, and a ClickHouse server,
 // take the generic path: Result, then scan.
-func queryTyped[T any](ctx context.Context, s *Store, fields map[string]typedColumn[T], rowSize int, scan func(*Result) []T, sql string, args ...any) ([]T, error) {
+func queryTyped[T any](ctx context.Context, s *Store, fields map[string]typedColumn[T], rowSize int, scan func(*Result) []T, sql string, args ...any) (rows []T, err error) {
 	e, ok := s.b.(*embedded)
 	if !ok {
 		r, err := s.Query(ctx, sql, args...)
@@ -84,15 +84,16 @@ func queryTyped[T any](ctx context.Context, s *Store, fields map[string]typedCol
 	if err != nil {
 		return nil, err
 	}
-	defer timed(ctx, q, func(ctx context.Context) (int, error) {
+	t := timed(ctx, q, func(ctx context.Context) (int, error) {
 		rows, err := queryTyped(ctx, s, fields, rowSize, scan, q)
 		return len(rows), err
-	})()
+	})
+	defer func() { t.done(len(rows)) }()
 	out, err := e.run(ctx, q, rowBinaryFormat)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := decodeTyped(out, fields, rowSize)
+	rows, err = decodeTyped(out, fields, rowSize)
 	if !errors.Is(err, errUnsupportedType) {
 		return rows, err
 	}
@@ -121,16 +122,24 @@ func queryTypedEach[T any](ctx context.Context, s *Store, fields map[string]type
 	if err != nil {
 		return err
 	}
-	done := timed(ctx, q, func(ctx context.Context) (n int, err error) {
+	t := timed(ctx, q, func(ctx context.Context) (n int, err error) {
 		err = queryTypedEach(ctx, s, fields, scan, key, keyOf, per, func(rows []T) error { n += len(rows); return nil }, q)
 		return n, err
 	})
+	// The statement's time ends with the engine's answer: the batches'
+	// work is the caller's. Its rows are counted as they are handed on.
+	n := 0
+	defer func() { t.done(n) }()
+	counted := func(rows []T) error {
+		n += len(rows)
+		return each(rows)
+	}
 	out, err := e.run(ctx, q, rowBinaryFormat)
-	done()
+	t.ran()
 	if err != nil {
 		return err
 	}
-	err = decodeTypedEach(out, fields, key, per, each)
+	err = decodeTypedEach(out, fields, key, per, counted)
 	if !errors.Is(err, errUnsupportedType) {
 		return err
 	}
@@ -138,7 +147,7 @@ func queryTypedEach[T any](ctx context.Context, s *Store, fields map[string]type
 	if err != nil {
 		return err
 	}
-	return eachBatch(scan(r), keyOf, per, each)
+	return eachBatch(scan(r), keyOf, per, counted)
 }
 
 // batches says how many batches of about per rows n rows make.
