@@ -93,3 +93,29 @@ func TestHistogramMerge(t *testing.T) {
 		}
 	}
 }
+
+// TestPooledChance holds the Poisson tail of the pooled error rate to
+// values computed apart: 10 or more errors where 3.33 are expected, and a
+// count far out where the terms would underflow without logs.
+func TestPooledChance(t *testing.T) {
+	w := pooled{n: 3}
+	w.push(1000, 90) // pushed out by the next three
+	for range 3 {
+		w.push(1000, 45)
+	}
+	if w.requests != 3000 || w.errors != 135 {
+		t.Fatalf("pooled %d errors of %d requests, want 135 of 3000", w.errors, w.requests)
+	}
+	for _, c := range []struct {
+		requests, errors int64
+		want             float64
+	}{
+		{74, 10, 0.0023398},     // 4.5 % of 74 = 3.33 expected
+		{74, 3, 0.64656},        // about as expected: likely
+		{20000, 1000, 5.499e-4}, // 900 expected
+	} {
+		if got := w.chance(c.requests, c.errors); math.Abs(got-c.want) > 1e-3*c.want+1e-7 {
+			t.Errorf("chance(%d errors of %d) = %.6g, want %.6g", c.errors, c.requests, got, c.want)
+		}
+	}
+}

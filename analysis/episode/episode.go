@@ -247,11 +247,63 @@ type point struct {
 // rolling holds the latest healthy points' values.
 type rolling struct {
 	logTTFT, logITL, logITLMedian, errs, waiting window
+	// calls pools the same points' requests and errors: the baseline's
+	// error rate as one rate, not a median of per-minute ones.
+	calls pooled
 }
 
 func newRolling(n int) rolling {
-	return rolling{logTTFT: window{n: n}, logITL: window{n: n}, logITLMedian: window{n: n}, errs: window{n: n}, waiting: window{n: n}}
+	return rolling{logTTFT: window{n: n}, logITL: window{n: n}, logITLMedian: window{n: n}, errs: window{n: n}, waiting: window{n: n}, calls: pooled{n: n}}
 }
+
+// pooled sums the requests and errors of the latest n points.
+type pooled struct {
+	n                int
+	fifo             [][2]int64 // requests, errors
+	requests, errors int64
+}
+
+func (w *pooled) push(requests, errors int64) {
+	w.fifo = append(w.fifo, [2]int64{requests, errors})
+	w.requests, w.errors = w.requests+requests, w.errors+errors
+	if len(w.fifo) > w.n {
+		w.requests, w.errors = w.requests-w.fifo[0][0], w.errors-w.fifo[0][1]
+		w.fifo = w.fifo[1:]
+	}
+}
+
+// unlikely reports whether errors or more among requests occur by chance
+// less often than maxChance at the pooled error rate.
+func (w *pooled) unlikely(requests, errors int64) bool {
+	return w.chance(requests, errors) < maxChance
+}
+
+// chance is how often errors or more among requests occur by chance at
+// the pooled error rate: the Poisson tail of the count it predicts.
+func (w *pooled) chance(requests, errors int64) float64 {
+	if w.requests == 0 || w.errors == 0 {
+		return 0
+	}
+	mean := float64(requests) * float64(w.errors) / float64(w.requests)
+	// P(X < errors), its terms in logs so a large mean does not underflow.
+	below := 0.0
+	for k := range errors {
+		lg, _ := math.Lgamma(float64(k) + 1)
+		below += math.Exp(float64(k)*math.Log(mean) - mean - lg)
+	}
+	return 1 - below
+}
+
+// maxChance is how rarely chance may give a run's errors at the
+// baseline's rate for them to open an episode on their own: far below
+// the false-alarm suite's noise (errorsUnlikely).
+const maxChance = 1e-6
+
+// minuteChance: a minute whose errors chance gives less often than this
+// departs on them even within K MADs of the baseline's rates: per-minute
+// rates of a few dozen calls spread so wide that K MADs missed a
+// rate-limits incident's minutes (TestRateLimitsOpenAnErrorsEpisode).
+const minuteChance = 1e-2
 
 func (r *rolling) add(p point) {
 	if !math.IsNaN(p.ttft) && p.ttft > 0 {
@@ -264,6 +316,7 @@ func (r *rolling) add(p point) {
 		r.logITLMedian.push(math.Log(p.itlMedian))
 	}
 	r.errs.push(p.errorRate)
+	r.calls.push(p.requests, p.errors)
 	r.waiting.push(p.waiting)
 }
 
@@ -363,7 +416,7 @@ func Detect(minutes []Minute, c Config) []Episode {
 				seen, counted = seen+1, p.start
 			}
 			run = append(run, p)
-			if (seen >= c.Enter || severe(p, c)) && corroborated(run) {
+			if (seen >= c.Enter || severe(p, c)) && corroborated(run) && errorsUnlikely(run, shared, &base) {
 				e := Episode{Start: run[0].start, BaselineTTFT: run[0].baselineTTFT}
 				from := e.Start.Add(-c.BaselineSpan)
 				if lastEnd.After(from) {
@@ -490,7 +543,7 @@ func judge(p point, base *rolling, c Config) (Signal, float64, bool) {
 		medianUp, _ = above(&base.logITLMedian, p.itlMedian, c.MinITLMedianRatio)
 	}
 	med, mad := base.errs.medianMAD()
-	if p.errors >= 3 && p.errorRate > med+max(c.K*mad, c.MinErrorRise) {
+	if p.errors >= 3 && p.errorRate > med+c.MinErrorRise && (p.errorRate > med+c.K*mad || base.calls.chance(p.requests, p.errors) < minuteChance) {
 		s |= SignalErrors
 	}
 	return s, baseTTFT, medianUp
@@ -506,6 +559,31 @@ func corroborated(run []point) bool {
 		}
 	}
 	return false
+}
+
+// errorsUnlikely reports whether anomalous points in a row that depart on
+// their error rate alone (shared) may open an episode: their errors
+// together must be rarer by chance than maxChance at the baseline's
+// pooled error rate. A minute's error rate spreads wider the fewer its
+// requests: at a 4–4.5 % rate, 4 failures of 31 calls then 6 of 43
+// (13–14 %) pass the per-minute rise, yet their 10 of 74 calls happen by
+// chance once in 400–1,500 pairs of minutes (TestNoFalseAlarms, "a
+// managed API's unlucky minutes"); a rate-limits incident's minutes are
+// far rarer (TestRateLimitsOpenAnErrorsEpisode in demo). A run that
+// falls short grows with the next anomalous points and is weighed again.
+func errorsUnlikely(run []point, shared Signal, base *rolling) bool {
+	if shared != SignalErrors {
+		return true
+	}
+	var requests, errors int64
+	counted := time.Time{}
+	for _, q := range run {
+		// A pooled point holds the minutes before it: count each once.
+		if q.pooledFrom.After(counted) || counted.IsZero() {
+			requests, errors, counted = requests+q.requests, errors+q.errors, q.start
+		}
+	}
+	return base.calls.unlikely(requests, errors)
 }
 
 // grow widens e with an anomalous point.
