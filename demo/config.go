@@ -114,9 +114,11 @@ const (
 	// NetworkDelay adds 800 ms in the gateway between the rag-chat client
 	// and vLLM.
 	NetworkDelay Incident = "network_delay"
-	// MemoryBoundDecode doubles traffic with short prompts and longer
-	// answers: the running batch grows and every decode step slows down
-	// (ITL up) without KV pressure.
+	// MemoryBoundDecode doubles traffic with prompts half as long and
+	// answers twice as long: the running batch grows several times over
+	// and every decode step slows down (ITL 2–3×, plain to the episode
+	// detector, TestBackfillEpisodesArePlanted) without KV pressure or a
+	// queue.
 	MemoryBoundDecode Incident = "memory_bound_decode"
 	// ProviderSlowness multiplies the managed API's TTFT by 4, tokens
 	// unchanged.

@@ -134,7 +134,11 @@ func (s *sim) effectAt(t time.Time) (effect, Incident) {
 		case NetworkDelay:
 			e.gatewayDelay += 800 * time.Millisecond
 		case MemoryBoundDecode:
-			e.ragRate, e.inputMult, e.outputMult = 2*e.ragRate, 0.5*e.inputMult, 1.5*e.outputMult
+			// Four times the tokens decoded per second: the batch grows
+			// until the ITL is 2–3× (DecodeStep), plain against a
+			// minute's noise (TestITLGrowsWithBatch). Three times the
+			// traffic runs away into a full KV cache: a queue, not decode.
+			e.ragRate, e.inputMult, e.outputMult = 2*e.ragRate, 0.5*e.inputMult, 2*e.outputMult
 		case ProviderSlowness:
 			e.providerTTFTMult *= 4
 		case RateLimits:
