@@ -29,14 +29,9 @@ var requestFieldOf = map[string]string{
 // keys are unique plain names, left out when empty only for strings, and
 // the internal columns (project, row versions) have none.
 func TestRequestFieldsEncodeAsJSON(t *testing.T) {
-	plain := telemetry.LLMRequest{ProjectID: 9, TraceID: "trace-a", SpanID: "span-a", Service: "chat", ServerService: "vllm",
-		Model: "llama", Provider: "vllm", Instance: "pod-1", Start: time.Date(2026, 12, 6, 9, 0, 0, 123456789, time.UTC),
-		TTFT: telemetry.Ptr(1.5), PreInference: telemetry.Ptr(0.0), Queue: telemetry.Ptr(3.25), Prefill: telemetry.Ptr(4e6),
-		Network: telemetry.Ptr(5.5), Decode: telemetry.Ptr(6.5), E2E: telemetry.Ptr(7.5), ITL: telemetry.Ptr(8.5),
-		ColdStartWait: telemetry.Ptr(9.5), InputTokens: telemetry.Ptr(int64(900)), OutputTokens: telemetry.Ptr(int64(0)),
-		ColdStart: true, Error: true, ErrorType: "timeout", CallIndex: 3, Route: "/v1/chat", Tenant: "acme",
-		Join: telemetry.JoinID, ServerTraceID: "trace-s", ServerSpanID: "span-s", TTFTSource: "event:first_token",
-		TokenSource: telemetry.TokensMixed, Preemptions: telemetry.Ptr(int64(2))}
+	// Zeros and an exponent where the full request has plain values.
+	plain := fullRequest()
+	plain.PreInference, plain.Queue, plain.Prefill, plain.OutputTokens = telemetry.Ptr(0.0), telemetry.Ptr(3.25), telemetry.Ptr(4e6), telemetry.Ptr(int64(0))
 	odd := plain
 	odd.Service, odd.Route, odd.Tenant, odd.Model = "<b>&amp;\"q\"\\", "a\u2028b\u2029\x7f\n", "bad\xff\xfe", "日本語"
 	odd.TTFT, odd.Queue, odd.Prefill, odd.Decode = telemetry.Ptr(1e-7), telemetry.Ptr(1e21), telemetry.Ptr(-2.5e-9), telemetry.Ptr(math.SmallestNonzeroFloat64)

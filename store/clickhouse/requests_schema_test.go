@@ -70,14 +70,7 @@ func TestRequestSchemaMatchesTable(t *testing.T) {
 // generic readers; the batch's version and tombstone columns say what
 // RequestsRewriteBatch promises.
 func TestRequestSchemaRoundTrip(t *testing.T) {
-	full := telemetry.LLMRequest{ProjectID: 9, TraceID: "trace-a", SpanID: "span-a", Service: "chat", ServerService: "vllm",
-		Model: "llama", Provider: "vllm", Instance: "pod-1", Start: time.Date(2026, 12, 6, 9, 0, 0, 123456789, time.UTC),
-		TTFT: telemetry.Ptr(1.5), PreInference: telemetry.Ptr(2.5), Queue: telemetry.Ptr(3.5), Prefill: telemetry.Ptr(4.5),
-		Network: telemetry.Ptr(5.5), Decode: telemetry.Ptr(6.5), E2E: telemetry.Ptr(7.5), ITL: telemetry.Ptr(8.5),
-		ColdStartWait: telemetry.Ptr(9.5), InputTokens: telemetry.Ptr(int64(900)), OutputTokens: telemetry.Ptr(int64(120)),
-		ColdStart: true, Error: true, ErrorType: "timeout", CallIndex: 3, Route: "/v1/chat", Tenant: "acme",
-		Join: telemetry.JoinID, ServerTraceID: "trace-s", ServerSpanID: "span-s", TTFTSource: "event:first_token",
-		TokenSource: telemetry.TokensMixed, Preemptions: telemetry.Ptr(int64(2))}
+	full := fullRequest()
 	v := reflect.ValueOf(full)
 	for i := range v.NumField() {
 		if v.Field(i).IsZero() {
@@ -136,4 +129,16 @@ func TestRequestSchemaRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, wantStored) {
 		t.Errorf("stored versions %+v, want %+v", got, wantStored)
 	}
+}
+
+// fullRequest is a request with every field set (none to its zero value).
+func fullRequest() telemetry.LLMRequest {
+	return telemetry.LLMRequest{ProjectID: 9, TraceID: "trace-a", SpanID: "span-a", Service: "chat", ServerService: "vllm",
+		Model: "llama", Provider: "vllm", Instance: "pod-1", Start: time.Date(2026, 12, 6, 9, 0, 0, 123456789, time.UTC),
+		TTFT: telemetry.Ptr(1.5), PreInference: telemetry.Ptr(2.5), Queue: telemetry.Ptr(3.5), Prefill: telemetry.Ptr(4.5),
+		Network: telemetry.Ptr(5.5), Decode: telemetry.Ptr(6.5), E2E: telemetry.Ptr(7.5), ITL: telemetry.Ptr(8.5),
+		ColdStartWait: telemetry.Ptr(9.5), InputTokens: telemetry.Ptr(int64(900)), OutputTokens: telemetry.Ptr(int64(120)),
+		ColdStart: true, Error: true, ErrorType: "timeout", CallIndex: 3, Route: "/v1/chat", Tenant: "acme",
+		Join: telemetry.JoinID, ServerTraceID: "trace-s", ServerSpanID: "span-s", TTFTSource: "event:first_token",
+		TokenSource: telemetry.TokensMixed, Preemptions: telemetry.Ptr(int64(2))}
 }
