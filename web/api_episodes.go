@@ -53,10 +53,7 @@ type episodeBaselineJSON struct {
 func toEpisodeJSON(e postgres.Episode, now time.Time) episodeJSON {
 	out := episodeJSON{ID: e.ID, Service: e.Service, Start: e.Start, End: e.End, Ongoing: e.End == nil, SilentSince: e.SilentSince,
 		Signals: strings.Split(e.Signals, ","), Verdict: e.Verdict, Confidence: e.Confidence, Summary: e.Summary,
-		DiagnosedAt: e.DiagnosedAt, DiagnosedAs: e.DiagnosedAs}
-	if e.End == nil {
-		out.RecoveringSince = e.RecoveringSince
-	}
+		DiagnosedAt: e.DiagnosedAt, DiagnosedAs: e.DiagnosedAs, RecoveringSince: e.Recovering()}
 	if e.Signals == "" {
 		out.Signals = []string{}
 	}

@@ -80,8 +80,8 @@ func episodesView(eps []postgres.Episode, window diagnose.Range, now time.Time) 
 		w := min(1, to.Sub(window.From).Seconds()/span) - x
 		mark := views.EpisodeMark{X: int(x * 1000), Width: max(4, int(w*1000)), Verdict: e.Verdict,
 			Ongoing: e.End == nil, Title: episodeTitle(e, now), Href: analysis.EpisodePath(e, now)}
-		if e.End == nil && e.RecoveringSince != nil {
-			mark.RecoveringX = max(mark.X+1, int(max(0, e.RecoveringSince.Sub(window.From).Seconds()/span)*1000))
+		if r := e.Recovering(); r != nil {
+			mark.RecoveringX = max(mark.X+1, int(max(0, r.Sub(window.From).Seconds()/span)*1000))
 		}
 		st.Episodes = append(st.Episodes, mark)
 	}
@@ -96,7 +96,7 @@ func episodesView(eps []postgres.Episode, window diagnose.Range, now time.Time) 
 // "Queueing since 03:23, 7 min · recovering since 03:28" or
 // "Queueing 03:10–03:28 (18 min), resolved 03:28".
 func episodeLine(e postgres.Episode, now time.Time) views.EpisodeLine {
-	return views.EpisodeLine{Service: e.Service, Verdict: e.Verdict, Ongoing: e.End == nil, Recovering: e.End == nil && e.RecoveringSince != nil,
+	return views.EpisodeLine{Service: e.Service, Verdict: e.Verdict, Ongoing: e.End == nil, Recovering: e.Recovering() != nil,
 		Text: episodeText(e, now), Href: analysis.EpisodePath(e, now)}
 }
 
@@ -109,8 +109,8 @@ func episodeText(e postgres.Episode, now time.Time) string {
 		since := fmt.Sprintf("%s since %s, %s", what, clock(e.Start), views.HumanDuration(now.Sub(e.Start).Round(time.Minute)))
 		// Healthy again, held open a few minutes against flapping
 		// (episode.Config.Exit): not "ongoing" (TestEpisodeTextRecovering).
-		if e.RecoveringSince != nil {
-			return since + " · recovering since " + clock(*e.RecoveringSince)
+		if r := e.Recovering(); r != nil {
+			return since + " · recovering since " + clock(*r)
 		}
 		text := since + ", ongoing"
 		if e.SilentSince != nil {

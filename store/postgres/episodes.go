@@ -58,6 +58,15 @@ type Episode struct {
 	RecoveringSince *time.Time
 }
 
+// Recovering is RecoveringSince while the episode is ongoing, nil once it
+// has ended: what the pages and the API show.
+func (e Episode) Recovering() *time.Time {
+	if e.End != nil {
+		return nil
+	}
+	return e.RecoveringSince
+}
+
 // DiagnosisService is the service an episode's diagnosis reads.
 func (e Episode) DiagnosisService() string {
 	if e.DiagnosedAs != "" {
