@@ -71,15 +71,20 @@ func (t *ingestTarget) exporters(transport string, n int) ([]exporter, error) {
 	for i := 0; i < n; i++ {
 		e, err := newExporter(transport, t.grpcAddr, t.httpAddr, benchKey)
 		if err != nil {
-			for _, e := range out {
-				_ = e.close()
-			}
+			closeExporters(out)
 			return nil, err
 		}
 		e.warm(context.Background())
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// closeExporters closes every exporter of a phase.
+func closeExporters(exps []exporter) {
+	for _, e := range exps {
+		_ = e.close()
+	}
 }
 
 // closedLoop runs n exporters back to back for d: the most the server
@@ -92,11 +97,7 @@ func (t *ingestTarget) closedLoop(ctx context.Context, transport string, n int, 
 		st.FirstError = err.Error()
 		return st
 	}
-	defer func() {
-		for _, e := range exps {
-			_ = e.close()
-		}
-	}()
+	defer closeExporters(exps)
 	clk := t.beginPhase(ctx)
 	s := startSampler(ctx, t.web, t.pid, &c.acked, t.watermarks, t.pageEvery)
 	start := time.Now()
@@ -136,11 +137,7 @@ func (t *ingestTarget) openLoop(ctx context.Context, transport string, rate floa
 		st.FirstError = err.Error()
 		return st
 	}
-	defer func() {
-		for _, e := range exps {
-			_ = e.close()
-		}
-	}()
+	defer closeExporters(exps)
 	spans := t.templates[0].spans
 	interval := time.Duration(float64(time.Second) * float64(spans) / rate)
 	clk := t.beginPhase(ctx)
